@@ -1,0 +1,91 @@
+// autocast.h — thread-local autocast state, the RAII guard, the weight-cast cache and the
+// trace. This half of amp/ sits below autograd (every op consults it); the GradScaler half
+// (grad_scaler.h) sits beside the optimizer. Casting itself is autograd's: autograd/autocast.cpp.
+//
+//   {
+//     amp::autocast ac(DeviceType::CPU, kFloat16);   // CPU default would be bfloat16
+//     Tensor y = linear(x, w, b);                    // runs in float16 (policy: lower_precision)
+//     Tensor loss = cross_entropy(y, t);             // runs in float32 (policy: fp32)
+//   }                                                // cache of cast weights cleared here
+#pragma once
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "amp/policy.h"
+#include "tensor/tensor.h"
+
+namespace ampgrad::amp {
+
+class Trace;
+
+bool is_enabled(DeviceType device);
+DType get_dtype(DeviceType device);  // the dtype lower_precision ops cast to
+bool any_enabled();                  // fast path: false means ops skip autocast entirely
+
+class autocast {
+ public:
+  // dtype defaults: CUDA float16, CPU bfloat16. enabled=false runs the region in full precision.
+  explicit autocast(DeviceType device, std::optional<DType> dtype = {}, bool enabled = true);
+  ~autocast();
+  autocast(const autocast&) = delete;
+  autocast& operator=(const autocast&) = delete;
+
+ private:
+  DeviceType device_;
+  bool prev_enabled_;
+  DType prev_dtype_;
+};
+
+// Backward runs inside this: autocast and the trace off, so each gradient is computed in the
+// dtype its forward ran in and the trace shows forward calls only.
+class suspend {
+ public:
+  suspend();
+  ~suspend();
+  suspend(const suspend&) = delete;
+  suspend& operator=(const suspend&) = delete;
+
+ private:
+  bool prev_enabled_[2];
+  Trace* prev_trace_;
+};
+
+// ---- weight-cast cache: a float32 leaf that requires grad and is not a view, cast to the
+// autocast dtype, is cast once per outermost autocast region (a weight used by several ops,
+// or several micro-batches inside one region, is converted once).
+bool cache_eligible(const Tensor& src, DType target);
+std::optional<Tensor> cache_lookup(const Tensor& src, DType target);
+void cache_store(const Tensor& src, DType target, const Tensor& cast);
+size_t cache_size();
+
+// ---- trace: per op call, what autocast decided ----
+struct TraceEvent {
+  Op op;
+  std::vector<DType> input_dtypes;  // as the caller passed them (floating inputs only)
+  std::optional<DType> run_dtype;   // what the op ran in (none if it has no floating input)
+  Cast category;
+  bool autocast_on;                 // autocast enabled for the inputs' device type
+  int cache_hits = 0, casts = 0;
+};
+
+bool trace_active();
+void trace_record(TraceEvent ev);
+
+// RAII: records every op call on this thread while alive. AMPGRAD_AMP_TRACE=1 in the
+// environment records the whole process and prints the summary at exit.
+class Trace {
+ public:
+  Trace();
+  ~Trace();
+  const std::vector<TraceEvent>& events() const { return events_; }
+  void print_summary(std::ostream& os) const;  // one row per (op, inputs, ran-in, row)
+  void append(TraceEvent ev) { events_.push_back(std::move(ev)); }
+
+ private:
+  std::vector<TraceEvent> events_;
+  Trace* prev_;
+};
+
+}  // namespace ampgrad::amp

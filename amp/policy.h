@@ -1,0 +1,54 @@
+// policy.h — THE autocast policy table: every op of the library and, per device type, which
+// precision it runs in under autocast. It is data: autograd/autocast.cpp reads it at the start
+// of every op call and casts accordingly; print_policy_table() shows it. Grouped as PyTorch's
+// aten/src/ATen/autocast_mode.cpp groups its lists.
+//
+//   lower_precision  cast floating inputs to the autocast dtype (f16/bf16): GEMM-shaped ops,
+//                    where 16-bit inputs with float32 accumulation are fast and safe
+//   fp32             cast 16-bit inputs up to float32: exp/log/reductions/losses, where range
+//                    or accumulated rounding error would hurt in 16 bits
+//   promote          cast all floating inputs to the widest among them (mixed-input ops)
+//   input_dtype      run in whatever dtype arrives (elementwise ops, views, pooling)
+//
+// float64 and integer tensors are never cast, nor tensors on another device type.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+
+#include "tensor/device.h"
+
+namespace ampgrad::amp {
+
+enum class Op : uint8_t {
+  // linear algebra and convolution
+  matmul, linear, conv2d,
+  // elementwise arithmetic and activations
+  add, sub, mul, div, neg, pow, exp, log, sqrt, abs, tanh, sigmoid, relu, gelu, clamp, where,
+  eq, ne, lt, le, gt, ge,
+  // reductions
+  sum, mean, max, min, argmax,
+  // shape, views, copies, casts
+  reshape, view, flatten, transpose, permute, narrow, select, expand, unsqueeze, squeeze,
+  contiguous, clone, cat, stack, to,
+  // neural-network ops
+  softmax, log_softmax, cross_entropy, nll_loss, mse_loss, max_pool2d, layer_norm, dropout,
+  kCount
+};
+inline constexpr size_t kNumOps = size_t(Op::kCount);
+
+enum class Cast : uint8_t { lower_precision, fp32, promote, input_dtype };
+
+struct PolicyRow {
+  Op op;
+  const char* name;
+  Cast cuda, cpu;
+};
+
+const PolicyRow& policy(Op op);
+Cast category(Op op, DeviceType device);
+const char* cast_name(Cast c);
+const std::array<PolicyRow, kNumOps>& policy_table();
+void print_policy_table(std::ostream& os);
+
+}  // namespace ampgrad::amp

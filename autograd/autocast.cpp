@@ -1,0 +1,64 @@
+// autocast.cpp — applies a policy row to an op's inputs:
+//   lower_precision: floating inputs (not float64) -> the autocast dtype, weights via the cache
+//   fp32:            16-bit inputs -> float32
+//   promote:         floating inputs -> the widest floating dtype among them
+//   input_dtype:     nothing
+// Only tensors on the autocast device type are touched; the first defined input decides it.
+#include "autograd/autocast.h"
+
+#include "autograd/node.h"
+
+namespace ampgrad::autograd {
+
+// A weight cast made here must keep its link to the weight even if the first use happens
+// under NoGradGuard (PyTorch caches a graph-less cast then, and the weight silently gets no
+// gradient in later grad-enabled uses). So cacheable casts always record their backward.
+static Tensor cached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) {
+  if (!amp::cache_eligible(x, target)) { ev.casts++; return cast(x, target); }
+  if (auto hit = amp::cache_lookup(x, target)) { ev.cache_hits++; return *hit; }
+  Tensor c;
+  {
+    EnableGradGuard with_grad;
+    c = cast(x, target);
+  }
+  amp::cache_store(x, target, c);
+  ev.casts++;
+  return is_grad_enabled() ? c : c.detach();
+}
+
+void autocast_inputs(amp::Op op, Tensor* xs, size_t n) {
+  const Tensor* first = nullptr;
+  for (size_t i = 0; i < n && !first; ++i) if (xs[i].defined()) first = &xs[i];
+  if (!first) return;
+  const DeviceType dev = first->device().type;
+  amp::TraceEvent ev{op, {}, std::nullopt, amp::category(op, dev), amp::is_enabled(dev)};
+  for (size_t i = 0; i < n; ++i)
+    if (xs[i].defined() && xs[i].is_floating_point()) ev.input_dtypes.push_back(xs[i].dtype());
+
+  auto castable = [&](const Tensor& x) { return x.defined() && x.device().type == dev && x.is_floating_point() && x.dtype() != kFloat64; };
+  if (ev.autocast_on) {
+    std::optional<DType> target;
+    switch (ev.category) {
+      case amp::Cast::lower_precision: target = amp::get_dtype(dev); break;
+      case amp::Cast::fp32: target = kFloat32; break;
+      case amp::Cast::promote:
+        for (size_t i = 0; i < n; ++i)
+          if (castable(xs[i])) target = target ? promote_types(*target, xs[i].dtype()) : xs[i].dtype();
+        break;
+      case amp::Cast::input_dtype: break;
+    }
+    for (size_t i = 0; target && i < n; ++i) {
+      if (!castable(xs[i]) || xs[i].dtype() == *target) continue;
+      if (ev.category == amp::Cast::fp32 && !is_half(xs[i].dtype())) continue;
+      xs[i] = ev.category == amp::Cast::lower_precision ? cached_cast(xs[i], *target, ev) : (ev.casts++, cast(xs[i], *target));
+    }
+  }
+  if (amp::trace_active()) {
+    for (size_t i = 0; i < n; ++i)  // the dtype the kernel sees, after ordinary promotion
+      if (xs[i].defined() && xs[i].is_floating_point())
+        ev.run_dtype = ev.run_dtype ? promote_types(*ev.run_dtype, xs[i].dtype()) : xs[i].dtype();
+    amp::trace_record(std::move(ev));
+  }
+}
+
+}  // namespace ampgrad::autograd

@@ -1,0 +1,177 @@
+// elementwise.cpp — arithmetic, activations, where and comparisons, each as
+//   1. autocast (policy row)  2. kernel  3. record the backward, written right below.
+// Mixed dtypes promote (PyTorch's rule) through differentiable casts before the kernel, so
+// each gradient comes back in its input's dtype; broadcast gradients are summed back to the
+// input's shape by the engine.
+#include "autograd/autocast.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "tensor/kernels.h"
+
+namespace ampgrad {
+using amp::Op;
+using autograd::autocast;
+using autograd::grads;
+using autograd::Needs;
+using autograd::record;
+using kernels::Binary;
+using kernels::Unary;
+
+static std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b) {
+  DType t = promote_types(a.dtype(), b.dtype());
+  return {autograd::cast(a, t), autograd::cast(b, t)};
+}
+
+Tensor scalar_like(double value, const Tensor& like) {
+  DType t = like.is_floating_point() ? like.dtype() : (value == (int64_t)value ? kInt64 : kFloat32);
+  return scalar_tensor(value, TensorOptions(t).device(like.device()));
+}
+
+// ---- binary arithmetic: d(a+b) = (g, g); d(a-b) = (g, -g); d(ab) = (g b, g a); d(a/b) = (g/b, -g a/b²)
+
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = autocast(Op::add, a_in, b_in);
+  auto [a, b] = promote(a0, b0);
+  Tensor out = kernels::binary(Binary::add, a, b);
+  record("add", out, {a, b}, [](const Tensor& g, const Needs&) { return grads(g, g); });
+  return out;
+}
+
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = autocast(Op::sub, a_in, b_in);
+  auto [a, b] = promote(a0, b0);
+  Tensor out = kernels::binary(Binary::sub, a, b);
+  record("sub", out, {a, b}, [](const Tensor& g, const Needs& need) { return grads(g, need[1] ? -g : Tensor()); });
+  return out;
+}
+
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = autocast(Op::mul, a_in, b_in);
+  auto [a, b] = promote(a0, b0);
+  Tensor out = kernels::binary(Binary::mul, a, b);
+  record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const Needs& need) {
+    return grads(need[0] ? g * b : Tensor(), need[1] ? g * a : Tensor());
+  });
+  return out;
+}
+
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = autocast(Op::div, a_in, b_in);
+  auto [a, b] = promote(a0, b0);
+  if (!a.is_floating_point()) { a = autograd::cast(a, kFloat32); b = autograd::cast(b, kFloat32); }  // true division
+  Tensor out = kernels::binary(Binary::div, a, b);
+  record("div", out, {a, b}, [b = b.detach(), out = out.detach()](const Tensor& g, const Needs& need) {
+    Tensor ga = g / b;
+    return grads(ga, need[1] ? -ga * out : Tensor());  // -g a / b² = -(g / b) * (a / b)
+  });
+  return out;
+}
+
+// ---- unary ops: y = f(x); backward(g, x, y) gives dL/dx from the saved input and output
+
+template <class Backward>
+static Tensor unary_op(Op op, Unary k, const Tensor& x_in, Backward backward) {
+  auto [x] = autocast(op, x_in);
+  Tensor out = kernels::unary(k, x);
+  record(kernels::unary_name(k), out, {x}, [x = x.detach(), y = out.detach(), backward](const Tensor& g, const Needs&) {
+    return grads(backward(g, x, y));
+  });
+  return out;
+}
+
+Tensor neg(const Tensor& x) {
+  return unary_op(Op::neg, Unary::neg, x, [](const Tensor& g, const Tensor&, const Tensor&) { return -g; });
+}
+Tensor exp(const Tensor& x) {  // d/dx e^x = e^x = y
+  return unary_op(Op::exp, Unary::exp, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
+}
+Tensor log(const Tensor& x) {  // d/dx ln x = 1/x
+  return unary_op(Op::log, Unary::log, x, [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
+}
+Tensor sqrt(const Tensor& x) {  // d/dx √x = 1 / (2√x) = 1 / (2y)
+  return unary_op(Op::sqrt, Unary::sqrt, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g / (y * 2.0); });
+}
+Tensor abs(const Tensor& x) {  // d/dx |x| = sign(x), 0 at 0 as in PyTorch
+  return unary_op(Op::abs, Unary::abs, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    Tensor zero = scalar_like(0, g);
+    return where(gt(x, zero), g, where(lt(x, zero), -g, zero));
+  });
+}
+Tensor tanh(const Tensor& x) {  // d/dx tanh x = 1 - y²
+  return unary_op(Op::tanh, Unary::tanh, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (1.0 - y * y); });
+}
+Tensor sigmoid(const Tensor& x) {  // d/dx σ(x) = y (1 - y)
+  return unary_op(Op::sigmoid, Unary::sigmoid, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y * (1.0 - y); });
+}
+Tensor relu(const Tensor& x) {  // 1 where x > 0 (0 at 0, as PyTorch)
+  return unary_op(Op::relu, Unary::relu, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return kernels::binary(Binary::relu_backward, g, x);
+  });
+}
+Tensor gelu(const Tensor& x) {  // Φ(x) + x φ(x): tensor/scalar_math.h
+  return unary_op(Op::gelu, Unary::gelu, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return kernels::binary(Binary::gelu_backward, g, x);
+  });
+}
+
+Tensor pow(const Tensor& x_in, double p) {  // d/dx x^p = p x^(p-1)
+  auto [x] = autocast(Op::pow, x_in);
+  Tensor out = kernels::pow_scalar(x, p);
+  record("pow", out, {x}, [x = x.detach(), p](const Tensor& g, const Needs&) {
+    return grads(p == 2 ? g * x * 2.0 : g * pow(x, p - 1) * p);
+  });
+  return out;
+}
+
+Tensor clamp(const Tensor& x_in, std::optional<double> lo, std::optional<double> hi) {
+  auto [x] = autocast(Op::clamp, x_in);
+  Tensor out = kernels::clamp(x, lo, hi);
+  record("clamp", out, {x}, [x = x.detach(), lo, hi](const Tensor& g, const Needs&) {
+    Tensor zero = scalar_like(0, g), gx = g;  // gradient passes where lo <= x <= hi
+    if (lo) gx = where(ge(x, scalar_like(*lo, x)), gx, zero);
+    if (hi) gx = where(le(x, scalar_like(*hi, x)), gx, zero);
+    return grads(gx);
+  });
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = autocast(Op::where, a_in, b_in);
+  auto [a, b] = promote(a0, b0);
+  Tensor out = kernels::where(cond, a, b);
+  record("where", out, {a, b}, [cond](const Tensor& g, const Needs& need) {
+    Tensor zero = scalar_like(0, g);
+    return grads(need[0] ? where(cond, g, zero) : Tensor(), need[1] ? where(cond, zero, g) : Tensor());
+  });
+  return out;
+}
+
+// ---- comparisons: bool results, no gradient
+static Tensor compare(Op op, Binary k, const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = autocast(op, a_in, b_in);
+  auto [a, b] = promote(a0, b0);
+  return kernels::binary(k, a, b);
+}
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(Op::eq, Binary::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(Op::ne, Binary::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(Op::lt, Binary::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(Op::le, Binary::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(Op::gt, Binary::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(Op::ge, Binary::ge, a, b); }
+
+// ---- operators
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
+Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
+
+}  // namespace ampgrad

@@ -1,0 +1,129 @@
+// engine.cpp — reverse-mode autodiff: count each node's consumers, then run nodes in an order
+// where every node runs after all of its consumers have delivered their gradients. Iterative
+// throughout (no recursion), so graph depth is bounded only by memory.
+#include <unordered_map>
+
+#include "amp/autocast.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "tensor/kernels.h"
+
+namespace ampgrad {
+
+static thread_local bool grad_enabled = true;
+bool is_grad_enabled() { return grad_enabled; }
+void set_grad_enabled(bool e) { grad_enabled = e; }
+
+}  // namespace ampgrad
+
+namespace ampgrad::autograd {
+
+Node::~Node() {
+  // Free the chain below this node with an explicit stack: a node whose last owner is this
+  // chain is detached from it first, so its own destructor finds nothing left to recurse into.
+  std::vector<std::shared_ptr<Node>> stack;
+  auto take = [&stack](std::vector<Edge>& edges) {
+    for (Edge& e : edges)
+      if (e.fn && e.fn.use_count() == 1) stack.push_back(std::move(e.fn));
+  };
+  take(edges);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    take(n->edges);
+  }
+}
+
+void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  if (!is_grad_enabled()) return;
+  bool any = false;
+  for (const Tensor& x : inputs) any = any || (x.defined() && x.requires_grad());
+  if (!any) return;
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  for (const Tensor& x : inputs) {
+    Edge e;
+    if (x.defined() && x.requires_grad()) {
+      if (x.grad_fn()) e.fn = x.grad_fn();
+      else e.leaf = x.impl_ptr();
+    }
+    node->edges.push_back(std::move(e));
+    node->input_shapes.push_back(x.defined() ? x.shape() : Shape{});
+    node->input_dtypes.push_back(x.defined() ? x.dtype() : kFloat32);
+  }
+  node->backward = std::move(backward);
+  out.impl().requires_grad = true;
+  out.impl().grad_fn = std::move(node);
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int64_t lead = g.dim() - (int64_t)shape.size();
+  AMPGRAD_CHECK(lead >= 0, "backward: gradient of shape " << shape_str(g.shape()) << " cannot be reduced to " << shape_str(shape));
+  Shape dims;
+  for (int64_t d = 0; d < g.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) dims.push_back(d);
+  return kernels::sum(g, dims, false).view(shape);
+}
+
+static void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g) {
+  AMPGRAD_CHECK(g.dtype() == leaf.dtype, "backward: gradient dtype " << dtype_name(g.dtype()) << " does not match the leaf's " << dtype_name(leaf.dtype));
+  if (leaf.grad) leaf.grad = (Tensor(leaf.grad) + g).impl_ptr();  // out of place: never alias
+  else leaf.grad = g.clone().impl_ptr();  // a private copy: g may be shared with other inputs
+}
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  NoGradGuard no_grad;  // gradients are plain values here: no double backward
+  amp::suspend no_autocast;  // each gradient runs in the dtype its forward ran in
+  if (!root.grad_fn()) { accumulate_into_leaf(root.impl(), grad); return; }
+  Node* start = root.grad_fn().get();
+
+  // 1. How many consumers will send each node a gradient.
+  std::unordered_map<Node*, int> pending;
+  std::vector<Node*> stack{start};
+  pending[start] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (Edge& e : n->edges) {
+      if (!e.fn) continue;
+      auto [it, fresh] = pending.try_emplace(e.fn.get(), 0);
+      ++it->second;
+      if (fresh) stack.push_back(e.fn.get());
+    }
+  }
+
+  // 2. Run nodes whose consumers are all done, summing what each receives.
+  std::unordered_map<Node*, Tensor> received{{start, grad}};
+  std::vector<Node*> ready{start};
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    Tensor g = std::move(received[n]);  // undefined when no consumer sent anything
+    received.erase(n);
+    Grads gs;
+    if (g.defined()) {
+      AMPGRAD_CHECK(n->backward, "backward: trying to backward through the graph a second time (through '"
+                                     << n->name << "'); its saved values were freed after the first backward. "
+                                     << "Pass retain_graph=true to the first backward if you need to call it twice");
+      Needs needs(n->edges.size());
+      for (size_t i = 0; i < needs.size(); ++i) needs[i] = bool(n->edges[i]);
+      gs = n->backward(g, needs);
+      if (!retain_graph) n->backward = nullptr;  // frees the saved tensors now
+    }
+    for (size_t i = 0; i < n->edges.size(); ++i) {
+      Edge& e = n->edges[i];
+      Tensor gi = i < gs.size() && gs[i].defined() && e ? sum_to(gs[i], n->input_shapes[i]) : Tensor();
+      if (e.leaf) {
+        if (gi.defined()) accumulate_into_leaf(*e.leaf, gi);
+        continue;
+      }
+      if (!e.fn) continue;
+      Tensor& slot = received[e.fn.get()];
+      if (gi.defined()) slot = slot.defined() ? slot + gi : gi;
+      if (--pending[e.fn.get()] == 0) ready.push_back(e.fn.get());
+    }
+  }
+}
+
+}  // namespace ampgrad::autograd

@@ -1,0 +1,77 @@
+// linalg.cpp — matmul and linear: the GEMM-shaped ops, lower precision under autocast.
+// For C = A B the gradients are dA = G Bᵀ and dB = Aᵀ G (G = dL/dC); the transposes are
+// views, read in place by the GEMM kernel. Letters: B batch, M/K/N matrix dims.
+#include "autograd/autocast.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "tensor/kernels.h"
+
+namespace ampgrad {
+using amp::Op;
+using autograd::autocast;
+using autograd::grads;
+using autograd::Needs;
+using autograd::record;
+
+static void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  AMPGRAD_CHECK(a.device() == b.device(), op << ": expected tensors on one device, got " << a.device().str() << " and " << b.device().str());
+}
+
+// a (M, K) @ b (K, N), or a (B, M, K) @ b (B, K, N): one recorded GEMM.
+static Tensor gemm(const Tensor& a, const Tensor& b) {
+  Tensor out = kernels::bmm(a, b);
+  record("matmul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const Needs& need) {
+    int64_t r = a.dim() - 2;  // the matrix dims are the last two
+    return grads(need[0] ? kernels::bmm(g, b.transpose(r, r + 1)) : Tensor(),
+                 need[1] ? kernels::bmm(a.transpose(r, r + 1), g) : Tensor());
+  });
+  return out;
+}
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = autocast(Op::matmul, a_in, b_in);
+  check_same_device("matmul", a0, b0);
+  auto bad = [&] { return "matmul: cannot multiply shapes " + shape_str(a0.shape()) + " and " + shape_str(b0.shape()); };
+  const int64_t da = a0.dim(), db = b0.dim();
+  AMPGRAD_CHECK(da >= 1 && db >= 1 && da <= 3 && db <= 3 && a0.size(-1) == b0.size(db == 1 ? 0 : -2), bad());
+  DType t = promote_types(a0.dtype(), b0.dtype());
+  Tensor a = autograd::cast(a0, t), b = autograd::cast(b0, t);
+  if (da == 1 && db == 1) return gemm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  if (da == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
+  if (db == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
+  if (da == 2 && db == 2) return gemm(a, b);
+  if (da == 3 && db == 2) {  // (B, M, K) @ (K, N): fold the batch into M
+    int64_t B = a.size(0), M = a.size(1);
+    return gemm(a.reshape({B * M, a.size(2)}), b).reshape({B, M, b.size(1)});
+  }
+  if (da == 2) return gemm(a.unsqueeze(0).expand({b.size(0), -1, -1}), b);
+  AMPGRAD_CHECK(a.size(0) == b.size(0), bad());
+  return gemm(a, b);
+}
+
+// y = x Wᵀ + b.   x (N, Din), weight (Dout, Din), bias (Dout) -> y (N, Dout)
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  auto [x, w, b] = autocast(Op::linear, x_in, w_in, b_in);
+  AMPGRAD_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1),
+                "linear: input of shape " << shape_str(x.shape()) << " does not match weight of shape " << shape_str(w.shape()));
+  AMPGRAD_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == w.dtype()),
+                "linear: input, weight and bias dtypes differ (" << dtype_name(x.dtype()) << ", " << dtype_name(w.dtype())
+                                                                 << (b.defined() ? std::string(", ") + dtype_name(b.dtype()) : "") << ")");
+  AMPGRAD_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "linear: bias of shape " << shape_str(b.shape()) << " does not match weight " << shape_str(w.shape()));
+  if (x.dim() != 2) {  // (..., Din): fold leading dims into N
+    Shape out_shape = x.shape();
+    out_shape.back() = w.size(0);
+    return linear(x.reshape({-1, x.size(-1)}), w, b).reshape(out_shape);
+  }
+  Tensor wt = w.as_strided({w.size(1), w.size(0)}, {w.stride(1), w.stride(0)}, w.storage_offset());  // Wᵀ, a view
+  Tensor out = kernels::bmm(x, wt);
+  if (b.defined()) kernels::axpy_(out, b, 1.0);  // bias broadcast over rows, in place
+  record("linear", out, {x, w, b}, [x = x.detach(), w = w.detach()](const Tensor& g, const Needs& need) {
+    return grads(need[0] ? kernels::bmm(g, w) : Tensor(),       // dx = G W        (N, Din)
+                 need[1] ? kernels::bmm(g.t(), x) : Tensor(),   // dW = Gᵀ x       (Dout, Din)
+                 need[2] ? kernels::sum(g, {0}, false) : Tensor());  // db = Σ_n G (Dout)
+  });
+  return out;
+}
+
+}  // namespace ampgrad

@@ -1,0 +1,54 @@
+// node.h — one recorded op in the graph, and how ops record it.
+// A Node holds the op's backward (a function of the output's gradient returning one gradient
+// per input) and an edge per input: to the node that produced it, or to the leaf whose .grad
+// receives it. Every op has one differentiable output, so a node needs no output index.
+//
+//   Tensor out = kernels::unary(Unary::exp, x);
+//   record("exp", out, {x}, [y = out.detach()](const Tensor& g, const Needs&) {
+//     return grads(g * y);                 // d exp(x)/dx = exp(x): save the output
+//   });
+//
+// Saved tensors are captured detached: a saved tensor holding its own grad_fn would tie the
+// graph into a cycle (saving an output) or a recursion as deep as the graph (freeing it).
+#pragma once
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "tensor/tensor.h"
+
+namespace ampgrad::autograd {
+
+using Needs = std::vector<bool>;  // needs[i]: does input i want a gradient? (skip work if not)
+using Grads = std::vector<Tensor>;
+using BackwardFn = std::function<Grads(const Tensor& grad_out, const Needs& needs)>;
+
+struct Edge {
+  std::shared_ptr<Node> fn;          // the producer of a non-leaf input
+  std::shared_ptr<TensorImpl> leaf;  // or the leaf that accumulates the gradient
+  explicit operator bool() const { return fn || leaf; }
+};
+
+struct Node {
+  const char* name = "";          // the op, e.g. "matmul": errors and traces name it
+  std::vector<Edge> edges;        // one per input, empty for inputs that need no gradient
+  std::vector<Shape> input_shapes;
+  std::vector<DType> input_dtypes;
+  BackwardFn backward;            // emptied after use unless retain_graph
+  ~Node();                        // iterative, so a 100,000-node chain frees without recursion
+};
+
+template <class... Ts> Grads grads(Ts&&... ts) { return Grads{Tensor(std::forward<Ts>(ts))...}; }
+
+// If grad mode is on and any input requires grad, attaches a Node to `out`.
+void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward);
+
+// Runs the backward pass from `root` (the engine: engine.cpp).
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+
+// Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+}  // namespace ampgrad::autograd

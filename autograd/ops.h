@@ -1,0 +1,107 @@
+// ops.h — every differentiable op of the library, as free functions (PyTorch's names).
+// Each is defined in autograd/<family>.cpp in three visible steps: autocast its inputs through
+// the policy table (amp/policy.h), call the kernel (tensor/kernels.h), record the backward
+// written right beside it. Shape letters: N batch, C classes/channels, D features.
+//
+//   Tensor logits = linear(x, w, b);                       // (N, C)
+//   Tensor loss = cross_entropy(logits, target);          // 0-d, float32 under autocast
+//   loss.backward();
+#pragma once
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace ampgrad {
+
+// ---- elementwise (broadcasting; mixed dtypes promote as in PyTorch) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// comparisons give bool and carry no gradient
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+
+// A Python-style scalar: takes the tensor's dtype (a float scalar turns an int tensor float).
+Tensor scalar_like(double value, const Tensor& like);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+// ---- reductions (empty dims = all dims) ----
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x);  // over all elements
+Tensor min(const Tensor& x);
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // (values, indices)
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
+
+// ---- shape and views (views share storage; reshape copies only when it must) ----
+Tensor reshape(const Tensor& x, const Shape& shape);  // one dim may be -1
+Tensor view(const Tensor& x, const Shape& shape);     // never copies; errors if it would have to
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor expand(const Tensor& x, const Shape& shape);  // -1 keeps a dim
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = {});
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+
+// ---- casts: differentiable; the gradient is cast back to the input's dtype/device ----
+Tensor to(const Tensor& x, DType dtype);
+Tensor to(const Tensor& x, Device device);
+
+// ---- linear algebra ----
+Tensor matmul(const Tensor& a, const Tensor& b);  // 1-D, 2-D, batched 3-D (a 2-D b broadcasts)
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});  // x (N, Din), weight (Dout, Din)
+
+// ---- neural-network ops ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// logits (N, C), target int64 (N); mean over N. Fused log-softmax + NLL.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, double label_smoothing = 0.0);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target);  // mean over N
+Tensor mse_loss(const Tensor& input, const Tensor& target);      // mean over all
+// x (N, Cin, H, W), weight (Cout, Cin, kh, kw), bias (Cout) -> (N, Cout, Ho, Wo)
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1, int64_t padding = 0);
+Tensor max_pool2d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride = {});
+// normalises over the trailing dims of normalized_shape; weight/bias may be undefined
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+
+}  // namespace ampgrad

@@ -1,0 +1,262 @@
+// elementwise.cpp — CPU maps and zips: unary, binary (broadcasting), where, copy/cast, fill.
+// Each op is one functor over the math type A (float for half inputs) plus one call of
+// for_each_run; the load converts to A and the store rounds once (round-to-nearest-even).
+#include <cmath>
+
+#include "tensor/cpu/loops.h"
+#include "tensor/kernels.h"
+#include "tensor/scalar_math.h"
+
+namespace ampgrad::cpu {
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    AMPGRAD_CHECK(da == db || da == 1 || db == 1,
+                  op << ": shapes " << shape_str(a) << " and " << shape_str(b) << " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape broadcast_strides(const Tensor& t, const Shape& out) {
+  Shape s(out.size(), 0);
+  size_t lead = out.size() - t.dim();
+  for (size_t i = 0; i < (size_t)t.dim(); ++i) s[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return s;
+}
+
+void require_cpu(const char* op, const Tensor& t) {
+  AMPGRAD_CHECK(t.device().is_cpu(), op << ": tensor is on " << t.device().str()
+                                        << " but ampgrad was built without the CUDA backend");
+}
+
+// out[i] = f(x[i]) for tensors of any geometry; Out and In are storage types.
+template <class Out, class In, class F>
+static void map_into(const Tensor& out, const Tensor& x, F f) {
+  for_each_run<2>(out.shape(), {(char*)out.raw_data(), (char*)x.raw_data()}, {sizeof(Out), sizeof(In)},
+                  {out.strides(), broadcast_strides(x, out.shape())},
+                  [&](std::array<char*, 2> p, std::array<int64_t, 2> s, int64_t n) {
+                    Out* o = (Out*)p[0];
+                    const In* a = (const In*)p[1];
+                    if (s[0] == 1 && s[1] == 1)
+                      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+                    else
+                      for (int64_t i = 0; i < n; ++i) o[i * s[0]] = f(a[i * s[1]]);
+                  });
+}
+
+template <class Out, class In, class F>
+static void zip_into(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  for_each_run<3>(out.shape(), {(char*)out.raw_data(), (char*)a.raw_data(), (char*)b.raw_data()},
+                  {sizeof(Out), sizeof(In), sizeof(In)},
+                  {out.strides(), broadcast_strides(a, out.shape()), broadcast_strides(b, out.shape())},
+                  [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+                    Out* o = (Out*)p[0];
+                    const In* x = (const In*)p[1];
+                    const In* y = (const In*)p[2];
+                    if (s[0] == 1 && s[1] == 1 && s[2] == 1)
+                      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+                    else if (s[0] == 1 && s[1] == 1 && s[2] == 0)
+                      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[0]);
+                    else
+                      for (int64_t i = 0; i < n; ++i) o[i * s[0]] = f(x[i * s[1]], y[i * s[2]]);
+                  });
+}
+
+}  // namespace ampgrad::cpu
+
+namespace ampgrad::kernels {
+using namespace ampgrad::cpu;
+
+const char* unary_name(Unary op) {
+  static const char* names[] = {"neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu"};
+  return names[(int)op];
+}
+const char* binary_name(Binary op) {
+  static const char* names[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge", "relu_backward", "gelu_backward"};
+  return names[(int)op];
+}
+
+// Calls body(f) with the functor of `op` over math type A; one switch per call, none per element.
+template <class A, class Body> static void with_unary(Unary op, Body body) {
+  switch (op) {
+    case Unary::neg: return body([](A x) { return -x; });
+    case Unary::exp: return body([](A x) { return A(std::exp(x)); });
+    case Unary::log: return body([](A x) { return A(std::log(x)); });
+    case Unary::sqrt: return body([](A x) { return A(std::sqrt(x)); });
+    case Unary::abs: return body([](A x) { return A(std::abs(x)); });
+    case Unary::tanh: return body([](A x) { return A(std::tanh(x)); });
+    case Unary::sigmoid: return body([](A x) { return math::sigmoid(x); });
+    case Unary::relu: return body([](A x) { return math::relu(x); });
+    case Unary::gelu: return body([](A x) { return math::gelu(x); });
+  }
+}
+
+Tensor unary(Unary op, const Tensor& x) {
+  require_cpu(unary_name(op), x);
+  bool signed_int_ok = op == Unary::neg || op == Unary::abs || op == Unary::relu;
+  AMPGRAD_CHECK(x.is_floating_point() || (signed_int_ok && x.dtype() == kInt64),
+                unary_name(op) << ": not defined for dtype " << dtype_name(x.dtype()));
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    if constexpr (!std::is_same_v<T, bool>)
+      with_unary<A>(op, [&](auto f) { map_into<T, T>(out, x, [f](T v) { return T(f(A(v))); }); });
+  });
+  return out;
+}
+
+Tensor pow_scalar(const Tensor& x, double p) {
+  require_cpu("pow", x);
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating("pow", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    A e = A(p);
+    if (p == 2) map_into<T, T>(out, x, [](T v) { return T(A(v) * A(v)); });  // exact and common
+    else map_into<T, T>(out, x, [e](T v) { return T(std::pow(A(v), e)); });
+  });
+  return out;
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  require_cpu("clamp", x);
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    A l = lo ? A(*lo) : A(0), h = hi ? A(*hi) : A(0);
+    bool has_l = lo.has_value(), has_h = hi.has_value();
+    map_into<T, T>(out, x, [=](T v) {
+      A a = A(v);
+      if (a != a) return v;  // NaN passes through, as in PyTorch
+      if (has_l && a < l) a = l;
+      if (has_h && a > h) a = h;
+      return T(a);
+    });
+  });
+  return out;
+}
+
+template <class A, class Body> static void with_binary(Binary op, Body body) {
+  switch (op) {
+    case Binary::add: return body([](A x, A y) { return x + y; });
+    case Binary::sub: return body([](A x, A y) { return x - y; });
+    case Binary::mul: return body([](A x, A y) { return x * y; });
+    case Binary::div: return body([](A x, A y) { return x / y; });
+    case Binary::relu_backward: return body([](A g, A x) { return x > A(0) ? g : A(0); });
+    case Binary::gelu_backward: return body([](A g, A x) { return g * math::gelu_grad(x); });
+    case Binary::eq: return body([](A x, A y) { return x == y; });
+    case Binary::ne: return body([](A x, A y) { return x != y; });
+    case Binary::lt: return body([](A x, A y) { return x < y; });
+    case Binary::le: return body([](A x, A y) { return x <= y; });
+    case Binary::gt: return body([](A x, A y) { return x > y; });
+    case Binary::ge: return body([](A x, A y) { return x >= y; });
+  }
+}
+
+Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
+  const char* name = binary_name(op);
+  require_cpu(name, a);
+  require_cpu(name, b);
+  AMPGRAD_CHECK(a.dtype() == b.dtype(), name << ": dtypes differ (" << dtype_name(a.dtype()) << " and "
+                                             << dtype_name(b.dtype()) << "); promote before the kernel");
+  bool compare = op >= Binary::eq && op <= Binary::ge;
+  bool integer_ok = compare || (a.dtype() == kInt64 && (op == Binary::add || op == Binary::sub || op == Binary::mul));
+  AMPGRAD_CHECK(a.is_floating_point() || integer_ok, name << ": not defined for dtype " << dtype_name(a.dtype()));
+  Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), compare ? kBool : a.dtype());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    with_binary<A>(op, [&](auto f) {
+      using R = decltype(f(A(), A()));
+      if constexpr (std::is_same_v<R, bool>)
+        zip_into<bool, T>(out, a, b, [f](T x, T y) { return f(A(x), A(y)); });
+      else if constexpr (!std::is_same_v<T, bool>)
+        zip_into<T, T>(out, a, b, [f](T x, T y) { return T(f(A(x), A(y))); });
+    });
+  });
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  require_cpu("where", cond);
+  AMPGRAD_CHECK(cond.dtype() == kBool, "where: condition must be bool, got " << dtype_name(cond.dtype()));
+  AMPGRAD_CHECK(a.dtype() == b.dtype(), "where: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
+  Shape shape = broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
+  Tensor out = empty(shape, a.dtype());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for_each_run<4>(shape, {(char*)out.raw_data(), (char*)cond.raw_data(), (char*)a.raw_data(), (char*)b.raw_data()},
+                    {sizeof(T), 1, sizeof(T), sizeof(T)},
+                    {out.strides(), broadcast_strides(cond, shape), broadcast_strides(a, shape), broadcast_strides(b, shape)},
+                    [](std::array<char*, 4> p, std::array<int64_t, 4> s, int64_t n) {
+                      for (int64_t i = 0; i < n; ++i)
+                        ((T*)p[0])[i * s[0]] = ((const bool*)p[1])[i * s[1]] ? ((const T*)p[2])[i * s[2]] : ((const T*)p[3])[i * s[3]];
+                    });
+  });
+  return out;
+}
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  require_cpu("copy_", dst);
+  require_cpu("copy_", src);
+  broadcast_shapes("copy_", dst.shape(), src.shape());
+  AMPGRAD_CHECK(numel_of(broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
+                "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
+  dispatch(dst.dtype(), [&](auto dtag) {
+    using D = typename decltype(dtag)::type;
+    dispatch(src.dtype(), [&](auto stag) {
+      using S = typename decltype(stag)::type;
+      // through the wider math type: half -> float -> half keeps the bits; float -> half rounds once
+      map_into<D, S>(dst, src, [](S v) { return static_cast<D>(static_cast<opmath_t<S>>(v)); });
+    });
+  });
+}
+
+void fill_(const Tensor& dst, double value) {
+  require_cpu("fill_", dst);
+  dispatch(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T v = static_cast<T>(static_cast<opmath_t<T>>(value));
+    for_each_run<1>(dst.shape(), {(char*)dst.raw_data()}, {sizeof(T)}, {dst.strides()},
+                    [v](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
+                      for (int64_t i = 0; i < n; ++i) ((T*)p[0])[i * s[0]] = v;
+                    });
+  });
+}
+
+void axpy_(const Tensor& y, const Tensor& x, double alpha) {
+  require_cpu("add_", y);
+  require_cpu("add_", x);
+  AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
+  AMPGRAD_CHECK(broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
+                "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
+  dispatch(y.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    if constexpr (!std::is_same_v<T, bool>) {
+      A al = A(alpha);
+      zip_into<T, T>(y, y, x, [al](T a, T b) { return T(A(a) + al * A(b)); });
+    }
+  });
+}
+
+void scale_(const Tensor& y, double factor) {
+  require_cpu("mul_", y);
+  dispatch(y.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    if constexpr (!std::is_same_v<T, bool>) {
+      A f = A(factor);
+      map_into<T, T>(y, y, [f](T a) { return T(A(a) * f); });
+    }
+  });
+}
+
+}  // namespace ampgrad::kernels

@@ -1,0 +1,119 @@
+// image.cpp — the image kernels behind conv2d and max_pool2d, on (N, C, H, W) tensors.
+// conv2d is im2col + GEMM: each output pixel's receptive field becomes one row of a matrix,
+// so the convolution is a single matrix multiply (and its backward two more plus col2im).
+#include <cmath>
+
+#include "tensor/cpu/loops.h"
+#include "tensor/kernels.h"
+
+namespace ampgrad::kernels {
+using namespace ampgrad::cpu;
+
+static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) { return (in + 2 * pad - k) / stride + 1; }
+
+static Tensor contiguous4d(const char* op, const Tensor& x) {
+  require_cpu(op, x);
+  AMPGRAD_CHECK(x.dim() == 4, op << ": expected an (N, C, H, W) tensor, got shape " << shape_str(x.shape()));
+  if (x.is_contiguous()) return x;
+  Tensor c = empty(x.shape(), x.dtype());
+  copy_(c, x);
+  return c;
+}
+
+// cols[(n, oh, ow), (c, i, j)] = x[n, c, oh*s - p + i, ow*s - p + j]   (0 outside the image)
+Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) {
+  Tensor x = contiguous4d("conv2d", x_in);
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const int64_t Ho = out_size(H, kh, s, p), Wo = out_size(W, kw, s, p);
+  AMPGRAD_CHECK(Ho > 0 && Wo > 0, "conv2d: kernel " << kh << "x" << kw << " does not fit input " << shape_str(x.shape()) << " with padding " << p);
+  Tensor cols = empty({N * Ho * Wo, C * kh * kw}, x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = (const T*)x.raw_data();
+    T* cp = (T*)cols.raw_data();
+#pragma omp parallel for
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          T* row = cp + ((n * Ho + oh) * Wo + ow) * C * kh * kw;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t i = 0; i < kh; ++i) {
+              int64_t h = oh * s - p + i;
+              for (int64_t j = 0; j < kw; ++j) {
+                int64_t w = ow * s - p + j;
+                *row++ = (h >= 0 && h < H && w >= 0 && w < W) ? xp[((n * C + c) * H + h) * W + w] : T(0);
+              }
+            }
+        }
+  });
+  return cols;
+}
+
+// The adjoint of im2col: every column entry is added back to the pixel it was read from.
+Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
+  require_cpu("conv2d", cols_in);
+  Tensor cols = cols_in;
+  if (!cols.is_contiguous()) { cols = empty(cols_in.shape(), cols_in.dtype()); copy_(cols, cols_in); }
+  const int64_t N = x_shape[0], C = x_shape[1], H = x_shape[2], W = x_shape[3];
+  const int64_t Ho = out_size(H, kh, s, p), Wo = out_size(W, kw, s, p);
+  Tensor x = zeros(x_shape, cols.dtype());
+  dispatch(cols.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    if constexpr (!std::is_same_v<T, bool>) {
+      T* xp = (T*)x.raw_data();
+      const T* cp = (const T*)cols.raw_data();
+#pragma omp parallel for
+      for (int64_t n = 0; n < N; ++n)  // images are independent: no two threads touch one pixel
+        for (int64_t oh = 0; oh < Ho; ++oh)
+          for (int64_t ow = 0; ow < Wo; ++ow) {
+            const T* row = cp + ((n * Ho + oh) * Wo + ow) * C * kh * kw;
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t i = 0; i < kh; ++i) {
+                int64_t h = oh * s - p + i;
+                for (int64_t j = 0; j < kw; ++j, ++row) {
+                  int64_t w = ow * s - p + j;
+                  if (h >= 0 && h < H && w >= 0 && w < W) {
+                    T& dst = xp[((n * C + c) * H + h) * W + w];
+                    dst = T(A(dst) + A(*row));
+                  }
+                }
+              }
+          }
+    }
+  });
+  return x;
+}
+
+std::pair<Tensor, Tensor> max_pool2d(const Tensor& x_in, int64_t k, int64_t s) {
+  Tensor x = contiguous4d("max_pool2d", x_in);
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const int64_t Ho = out_size(H, k, s, 0), Wo = out_size(W, k, s, 0);
+  AMPGRAD_CHECK(Ho > 0 && Wo > 0, "max_pool2d: kernel " << k << " does not fit input " << shape_str(x.shape()));
+  Tensor out = empty({N, C, Ho, Wo}, x.dtype()), idx = empty({N, C, Ho, Wo}, kInt64);
+  int64_t* ip = idx.data_ptr<int64_t>();
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    const T* xp = (const T*)x.raw_data();
+    T* op = (T*)out.raw_data();
+#pragma omp parallel for
+    for (int64_t nc = 0; nc < N * C; ++nc)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          int64_t best = (oh * s) * W + ow * s;
+          for (int64_t i = 0; i < k; ++i)
+            for (int64_t j = 0; j < k; ++j) {
+              int64_t pos = (oh * s + i) * W + ow * s + j;
+              A v = A(xp[nc * H * W + pos]), b = A(xp[nc * H * W + best]);
+              if (v > b || (v != v && b == b)) best = pos;  // NaN propagates
+            }
+          int64_t o = (nc * Ho + oh) * Wo + ow;
+          op[o] = xp[nc * H * W + best];
+          ip[o] = best;
+        }
+  });
+  return {out, idx};
+}
+
+}  // namespace ampgrad::kernels

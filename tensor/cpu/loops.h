@@ -1,0 +1,62 @@
+// loops.h — the CPU's strided iteration: every elementwise kernel is one call of for_each_run.
+// A tensor of any rank and strides (broadcast dims have stride 0) is walked as a list of
+// "runs": 1-D stretches along the innermost dim, after merging dims that are contiguous in
+// every operand, so a contiguous tensor is a single run the compiler can vectorise.
+#pragma once
+#include <array>
+
+#include "tensor/tensor.h"
+
+namespace ampgrad::cpu {
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+// Strides that read `t` as if it had shape `out` (broadcast dims get stride 0).
+Shape broadcast_strides(const Tensor& t, const Shape& out);
+void require_cpu(const char* op, const Tensor& t);
+
+// Calls run(ptrs, inner_strides, n) for each innermost run, where ptrs[k] points at the run's
+// first element of operand k. Operands are (base pointer, element size, strides over `shape`).
+template <size_t N, class F>
+void for_each_run(const Shape& shape, std::array<char*, N> base, std::array<size_t, N> elsize,
+                  std::array<Shape, N> strides, F&& run) {
+  // Merge dim i into dim i+1 when every operand steps over it contiguously.
+  Shape sh;
+  std::array<Shape, N> st;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;  // size-1 dims add nothing to the walk
+    bool merge = !sh.empty();
+    for (size_t k = 0; k < N && merge; ++k) merge = st[k].back() == strides[k][d] * shape[d];
+    if (merge) {
+      sh.back() *= shape[d];
+      for (size_t k = 0; k < N; ++k) st[k].back() = strides[k][d];
+    } else {
+      sh.push_back(shape[d]);
+      for (size_t k = 0; k < N; ++k) st[k].push_back(strides[k][d]);
+    }
+  }
+  if (sh.empty()) {  // a single element
+    std::array<int64_t, N> zero{};
+    run(base, zero, int64_t(1));
+    return;
+  }
+  const size_t nd = sh.size();
+  const int64_t inner = sh[nd - 1];
+  std::array<int64_t, N> inner_stride;
+  for (size_t k = 0; k < N; ++k) inner_stride[k] = st[k][nd - 1];
+  int64_t outer = 1;
+  for (size_t d = 0; d + 1 < nd; ++d) outer *= sh[d];
+  Shape idx(nd, 0);
+  std::array<char*, N> p = base;
+  for (int64_t o = 0; o < outer; ++o) {
+    run(p, inner_stride, inner);
+    // advance the odometer over the outer dims
+    for (int64_t d = (int64_t)nd - 2; d >= 0; --d) {
+      for (size_t k = 0; k < N; ++k) p[k] += st[k][d] * (int64_t)elsize[k];
+      if (++idx[d] < sh[d]) break;
+      for (size_t k = 0; k < N; ++k) p[k] -= st[k][d] * sh[d] * (int64_t)elsize[k];
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace ampgrad::cpu

@@ -1,0 +1,89 @@
+// matmul.cpp — CPU GEMM on Eigen. float32/float64 go straight to Eigen's GEMM (parallel via
+// OpenMP). float16/bfloat16 emulate a tensor core: inputs are widened to float32 (exact),
+// multiplied with float32 accumulation, and the result is rounded to half once. Eigen's own
+// Eigen::half GEMM is ~200x slower, so it is never used.
+#include "tensor/cpu/loops.h"
+#include "tensor/kernels.h"
+
+namespace ampgrad::kernels {
+using namespace ampgrad::cpu;
+
+namespace {
+template <class T, int Order> using MatMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
+using RowC = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// A 2-D operand as Eigen sees it: row-major (stride (ld, 1)) or column-major (stride (1, ld)),
+// so a transposed view is read in place.
+struct Operand {
+  const void* data;
+  int64_t rows, cols, ld;
+  bool row_major;
+};
+
+// (M, K) slice `b` of a (B, M, K) or (M, K) tensor, if Eigen can read it without a copy.
+std::optional<Operand> as_operand(const Tensor& t, int64_t batch) {
+  int64_t n = t.dim();
+  int64_t r = t.shape()[n - 2], c = t.shape()[n - 1], sr = t.strides()[n - 2], sc = t.strides()[n - 1];
+  const char* base = (const char*)t.raw_data() + (n == 3 ? batch * t.strides()[0] * (int64_t)t.element_size() : 0);
+  if (sc == 1 || c == 1) return Operand{base, r, c, r == 1 ? std::max<int64_t>(c, 1) : sr, true};
+  if (sr == 1 || r == 1) return Operand{base, r, c, c == 1 ? std::max<int64_t>(r, 1) : sc, false};
+  return std::nullopt;
+}
+
+template <class T, class Out>
+void gemm(const Operand& a, const Operand& b, Out&& c) {
+  auto run = [&](const auto& A) {
+    if (b.row_major) c.noalias() = A * MatMap<T, Eigen::RowMajor>((const T*)b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
+    else c.noalias() = A * MatMap<T, Eigen::ColMajor>((const T*)b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
+  };
+  if (a.row_major) run(MatMap<T, Eigen::RowMajor>((const T*)a.data, a.rows, a.cols, Eigen::OuterStride<>(a.ld)));
+  else run(MatMap<T, Eigen::ColMajor>((const T*)a.data, a.rows, a.cols, Eigen::OuterStride<>(a.ld)));
+}
+
+Tensor contiguous_copy(const Tensor& x) {
+  Tensor c = empty(x.shape(), x.dtype());
+  copy_(c, x);
+  return c;
+}
+}  // namespace
+
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  require_cpu("matmul", a_in);
+  require_cpu("matmul", b_in);
+  AMPGRAD_CHECK(a_in.dtype() == b_in.dtype(), "matmul: dtypes differ (" << dtype_name(a_in.dtype()) << " and " << dtype_name(b_in.dtype()) << ")");
+  require_floating("matmul", a_in.dtype());
+  AMPGRAD_CHECK(a_in.dim() == b_in.dim() && (a_in.dim() == 2 || a_in.dim() == 3) &&
+                    a_in.shape()[a_in.dim() - 1] == b_in.shape()[b_in.dim() - 2] &&
+                    (a_in.dim() == 2 || a_in.shape()[0] == b_in.shape()[0]),
+                "matmul: cannot multiply shapes " << shape_str(a_in.shape()) << " and " << shape_str(b_in.shape()));
+  const bool batched = a_in.dim() == 3;
+  const int64_t B = batched ? a_in.shape()[0] : 1, M = a_in.shape()[batched], K = a_in.shape()[batched + 1], N = b_in.shape()[batched + 1];
+  Shape out_shape = batched ? Shape{B, M, N} : Shape{M, N};
+  Tensor out = empty(out_shape, a_in.dtype());
+  if (out.numel() == 0) return out;
+  if (K == 0) { fill_(out, 0); return out; }
+  // Half: widen to float32 once (this is also the copy a strided operand would need).
+  const bool widen = is_half(a_in.dtype());
+  Tensor a = a_in, b = b_in, out32 = widen ? empty(out_shape, kFloat32) : out;
+  if (widen) {
+    a = empty(a_in.shape(), kFloat32); copy_(a, a_in);
+    b = empty(b_in.shape(), kFloat32); copy_(b, b_in);
+  }
+  dispatch_floating("matmul", out32.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, half> && !std::is_same_v<T, bfloat16>) {
+      for (int64_t i = 0; i < B; ++i) {
+        auto oa = as_operand(a, i);
+        auto ob = as_operand(b, i);
+        if (!oa) { a = contiguous_copy(a); oa = as_operand(a, i); }
+        if (!ob) { b = contiguous_copy(b); ob = as_operand(b, i); }
+        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> c(out32.data_ptr<T>() + i * M * N, M, N);
+        gemm<T>(*oa, *ob, c);
+      }
+    }
+  });
+  if (widen) copy_(out, out32);  // the single rounding of the float32 accumulator
+  return out;
+}
+
+}  // namespace ampgrad::kernels

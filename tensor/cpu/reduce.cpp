@@ -1,0 +1,164 @@
+// reduce.cpp — CPU reductions (sum, max/min with indices) and gather/scatter along one dim.
+// A reduction moves the reduced dims last (a view), makes that contiguous, and reduces rows of
+// length R; when the reduced dims are already leading in a contiguous tensor it sums whole rows
+// into an accumulator instead (the bias-gradient case), which needs no copy.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "tensor/cpu/loops.h"
+#include "tensor/kernels.h"
+
+namespace ampgrad::kernels {
+using namespace ampgrad::cpu;
+
+// accumulator type: double for float32/float64 sums, float for half, int64 for integers
+template <class T> using acc_t = std::conditional_t<std::is_floating_point_v<opmath_t<T>>, std::conditional_t<std::is_same_v<opmath_t<T>, float> && !std::is_same_v<T, float>, float, double>, int64_t>;
+
+static Shape normalize_dims(const char* op, const Shape& dims, int64_t ndim) {
+  Shape out;
+  for (int64_t d : dims) {
+    int64_t w = d < 0 ? d + ndim : d;
+    AMPGRAD_CHECK(w >= 0 && w < std::max<int64_t>(ndim, 1), op << ": dim " << d << " out of range for " << ndim << "-d tensor");
+    if (ndim > 0 && std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Splits x's dims into kept and reduced, returning (x viewed as [kept..., reduced...], out shape).
+static std::pair<Tensor, Shape> move_reduced_last(const Tensor& x, const Shape& red, bool keepdim) {
+  Shape perm, pshape, pstrides, out_shape;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    bool r = std::binary_search(red.begin(), red.end(), d);
+    if (!r) perm.push_back(d);
+    if (!r) out_shape.push_back(x.shape()[d]);
+    else if (keepdim) out_shape.push_back(1);
+  }
+  for (int64_t d : red) perm.push_back(d);
+  for (int64_t d : perm) { pshape.push_back(x.shape()[d]); pstrides.push_back(x.strides()[d]); }
+  return {x.as_strided(pshape, pstrides, x.storage_offset()), out_shape};
+}
+
+static Tensor contiguous_copy(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor c = empty(x.shape(), x.dtype());
+  copy_(c, x);
+  return c;
+}
+
+Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
+  require_cpu("sum", x);
+  Shape red = dims_in.empty() ? Shape() : normalize_dims("sum", dims_in, x.dim());
+  if (dims_in.empty()) { red.resize(x.dim()); std::iota(red.begin(), red.end(), 0); }
+  auto [moved, out_shape] = move_reduced_last(x, red, keepdim);
+  int64_t R = 1;
+  for (int64_t d : red) R *= x.shape()[d];
+  const int64_t rows = R == 0 ? numel_of(out_shape) : x.numel() / R;
+  DType out_dtype = x.is_floating_point() ? x.dtype() : kInt64;
+  Tensor out = empty(out_shape, out_dtype);
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = acc_t<T>;
+    using O = std::conditional_t<std::is_floating_point_v<opmath_t<T>>, T, int64_t>;
+    O* o = out.data_ptr<O>();
+    bool leading = x.is_contiguous() && !red.empty() && red.back() == (int64_t)red.size() - 1;
+    if (leading && rows > 1) {  // out[j] = sum_i x[i, j]: accumulate whole rows, no transpose
+      const T* p = (const T*)x.raw_data();
+      std::vector<Acc> acc(rows, Acc(0));
+      for (int64_t i = 0; i < R; ++i)
+        for (int64_t j = 0; j < rows; ++j) acc[j] += Acc(opmath_t<T>(p[i * rows + j]));
+      for (int64_t j = 0; j < rows; ++j) o[j] = O(opmath_t<O>(acc[j]));
+      return;
+    }
+    Tensor c = contiguous_copy(moved);
+    const T* p = (const T*)c.raw_data();
+    for (int64_t r = 0; r < rows; ++r) {
+      Acc acc(0);
+      for (int64_t i = 0; i < R; ++i) acc += Acc(opmath_t<T>(p[r * R + i]));
+      o[r] = O(opmath_t<O>(acc));
+    }
+  });
+  return out;
+}
+
+std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
+  const char* op = is_min ? "min" : "max";
+  require_cpu(op, x);
+  Shape red = normalize_dims(op, {dim}, x.dim());
+  AMPGRAD_CHECK(x.numel() > 0 && (x.dim() == 0 || x.shape()[red[0]] > 0), op << ": cannot reduce an empty dimension of shape " << shape_str(x.shape()));
+  auto [moved, out_shape] = move_reduced_last(x, red, keepdim);
+  const int64_t R = x.dim() == 0 ? 1 : x.shape()[red[0]], rows = x.numel() / R;
+  Tensor values = empty(out_shape, x.dtype()), indices = empty(out_shape, kInt64);
+  int64_t* idx = indices.data_ptr<int64_t>();
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    Tensor c = contiguous_copy(moved);
+    const T* p = (const T*)c.raw_data();
+    T* v = (T*)values.raw_data();
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = p + r * R;
+      int64_t best = 0;
+      for (int64_t i = 1; i < R; ++i) {
+        A a = A(row[i]), b = A(row[best]);
+        if (b != b) break;  // NaN wins and stays, as in PyTorch
+        if (a != a || (is_min ? a < b : a > b)) best = i;
+      }
+      v[r] = row[best];
+      idx[r] = best;
+    }
+  });
+  return {values, indices};
+}
+
+// Walks index (contiguous int64, same rank as x) and calls f(flat position in index, flat
+// position in a contiguous tensor of `shape` with the dim coordinate replaced by the index).
+template <class F> static void walk_index(const char* op, const Shape& shape, int64_t dim, const Tensor& index, F f) {
+  AMPGRAD_CHECK(index.dtype() == kInt64, op << ": index must be int64, got " << dtype_name(index.dtype()));
+  AMPGRAD_CHECK(index.dim() == (int64_t)shape.size(), op << ": index of shape " << shape_str(index.shape()) << " must have the rank of " << shape_str(shape));
+  Tensor ic = contiguous_copy(index);
+  const int64_t* ip = ic.data_ptr<int64_t>();
+  Shape strides = contiguous_strides(shape), coord(shape.size(), 0);
+  for (int64_t k = 0; k < ic.numel(); ++k) {
+    int64_t i = ip[k], pos = 0;
+    AMPGRAD_CHECK(i >= 0 && i < shape[dim], op << ": index " << i << " is out of bounds for dim " << dim << " of size " << shape[dim]);
+    for (size_t d = 0; d < shape.size(); ++d) pos += ((int64_t)d == dim ? i : coord[d]) * strides[d];
+    f(k, pos);
+    for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+      if (++coord[d] < index.shape()[d]) break;
+      coord[d] = 0;
+    }
+  }
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  require_cpu("gather", x);
+  dim = normalize_dims("gather", {dim}, x.dim())[0];
+  Tensor xc = contiguous_copy(x), out = empty(index.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = (const T*)xc.raw_data();
+    T* o = (T*)out.raw_data();
+    walk_index("gather", x.shape(), dim, index, [&](int64_t k, int64_t pos) { o[k] = p[pos]; });
+  });
+  return out;
+}
+
+Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  require_cpu("scatter_add", src);
+  dim = normalize_dims("scatter_add", {dim}, (int64_t)shape.size())[0];
+  AMPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(index.shape()) << " differ");
+  Tensor out = zeros(shape, src.dtype()), sc = contiguous_copy(src);
+  dispatch(src.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    const T* s = (const T*)sc.raw_data();
+    T* o = (T*)out.raw_data();
+    if constexpr (!std::is_same_v<T, bool>)
+      walk_index("scatter_add", shape, dim, index, [&](int64_t k, int64_t pos) { o[pos] = T(A(o[pos]) + A(s[k])); });
+  });
+  return out;
+}
+
+}  // namespace ampgrad::kernels

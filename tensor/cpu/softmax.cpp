@@ -1,0 +1,42 @@
+// softmax.cpp — numerically stable softmax / log-softmax over the last dim (rows of length C).
+// Subtracting the row max keeps exp() from overflowing; sums accumulate in float32 or wider.
+#include <cmath>
+
+#include "tensor/cpu/loops.h"
+#include "tensor/kernels.h"
+
+namespace ampgrad::kernels {
+using namespace ampgrad::cpu;
+
+Tensor softmax_lastdim(const Tensor& x_in, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  require_cpu(op, x_in);
+  AMPGRAD_CHECK(x_in.dim() >= 1, op << ": needs at least one dim");
+  Tensor x = x_in;
+  if (!x.is_contiguous()) { x = empty(x_in.shape(), x_in.dtype()); copy_(x, x_in); }
+  Tensor out = empty(x.shape(), x.dtype());
+  const int64_t C = x.shape().back(), rows = C == 0 ? 0 : x.numel() / C;
+  dispatch_floating(op, x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    const T* p = (const T*)x.raw_data();
+    T* o = (T*)out.raw_data();
+    std::vector<A> row(C);
+    for (int64_t r = 0; r < rows; ++r) {
+      A mx = -INFINITY;
+      for (int64_t j = 0; j < C; ++j) { row[j] = A(p[r * C + j]); mx = std::max(mx, row[j]); }
+      if (std::isinf(mx) && mx < 0) mx = 0;  // an all -inf row: keep exp(-inf - 0) = 0, not NaN
+      A s = 0;
+      for (int64_t j = 0; j < C; ++j) s += std::exp(row[j] - mx);
+      if (log) {
+        A lse = mx + std::log(s);
+        for (int64_t j = 0; j < C; ++j) o[r * C + j] = T(row[j] - lse);
+      } else {
+        for (int64_t j = 0; j < C; ++j) o[r * C + j] = T(std::exp(row[j] - mx) / s);
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace ampgrad::kernels

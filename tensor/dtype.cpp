@@ -1,0 +1,46 @@
+// dtype.cpp — names, sizes and the promotion lattice of the six dtypes.
+#include "tensor/dtype.h"
+
+#include "tensor/error.h"
+
+namespace ampgrad {
+
+size_t itemsize(DType t) {
+  return dispatch(t, [](auto tag) { return sizeof(typename decltype(tag)::type); });
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Int64: return "int64";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+bool is_floating_point(DType t) { return t != DType::Int64 && t != DType::Bool; }
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+void require_floating(const char* op, DType t) {
+  AMPGRAD_CHECK(is_floating_point(t), op << ": expected a floating dtype, got " << dtype_name(t));
+}
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  bool fa = is_floating_point(a), fb = is_floating_point(b);
+  if (fa != fb) return fa ? a : b;                  // int + float -> float
+  if (!fa) return DType::Int64;                      // bool + int64 -> int64
+  if (a == DType::Float64 || b == DType::Float64) return DType::Float64;
+  return DType::Float32;                             // f16+f32, bf16+f32, f16+bf16
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace ampgrad

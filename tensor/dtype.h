@@ -1,0 +1,75 @@
+// dtype.h — the six element types, their sizes, PyTorch's promotion rule, and dispatch.
+// Half types are Eigen::half / Eigen::bfloat16: the same bits as CUDA's __half and
+// __nv_bfloat16, so bytes copy between devices unchanged. No arithmetic lives here.
+//
+//   DType t = promote_types(kFloat16, kFloat32);          // kFloat32
+//   dispatch(t, [&](auto tag) { using T = typename decltype(tag)::type; ... });
+#pragma once
+#include <Eigen/Core>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+namespace ampgrad {
+
+enum class DType : uint8_t { Float32, Float64, Float16, BFloat16, Int64, Bool };
+inline constexpr DType kFloat32 = DType::Float32, kFloat64 = DType::Float64,
+                       kFloat16 = DType::Float16, kBFloat16 = DType::BFloat16,
+                       kInt64 = DType::Int64, kBool = DType::Bool;
+
+using half = Eigen::half;
+using bfloat16 = Eigen::bfloat16;
+
+size_t itemsize(DType t);
+const char* dtype_name(DType t);  // "float32", "float16", ... as PyTorch prints them
+bool is_floating_point(DType t);
+bool is_half(DType t);            // float16 or bfloat16: computes in float32, rounds on store
+
+// PyTorch's promotion: bool < int64 < floating; among floats the wider wins, and the two
+// 16-bit types, which cannot represent each other, meet at float32.
+DType promote_types(DType a, DType b);
+
+template <class T> struct type_tag { using type = T; };
+
+// Calls f(type_tag<T>{}) with the C++ type of `t`. Every kernel dispatches through here.
+template <class F> decltype(auto) dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: return f(type_tag<float>{});
+    case DType::Float64: return f(type_tag<double>{});
+    case DType::Float16: return f(type_tag<half>{});
+    case DType::BFloat16: return f(type_tag<bfloat16>{});
+    case DType::Int64: return f(type_tag<int64_t>{});
+    case DType::Bool: return f(type_tag<bool>{});
+  }
+  __builtin_unreachable();
+}
+
+// Same, for floating types only; other dtypes raise an error naming `op`.
+void require_floating(const char* op, DType t);
+template <class F> decltype(auto) dispatch_floating(const char* op, DType t, F&& f) {
+  require_floating(op, t);
+  switch (t) {
+    case DType::Float64: return f(type_tag<double>{});
+    case DType::Float16: return f(type_tag<half>{});
+    case DType::BFloat16: return f(type_tag<bfloat16>{});
+    default: return f(type_tag<float>{});
+  }
+}
+
+// "opmath": the type arithmetic is done in. Half types compute in float32.
+template <class T> struct opmath { using type = T; };
+template <> struct opmath<half> { using type = float; };
+template <> struct opmath<bfloat16> { using type = float; };
+template <> struct opmath<bool> { using type = int64_t; };
+template <class T> using opmath_t = typename opmath<T>::type;
+
+template <class T> constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return kFloat32;
+  else if constexpr (std::is_same_v<T, double>) return kFloat64;
+  else if constexpr (std::is_same_v<T, half>) return kFloat16;
+  else if constexpr (std::is_same_v<T, bfloat16>) return kBFloat16;
+  else if constexpr (std::is_same_v<T, int64_t>) return kInt64;
+  else { static_assert(std::is_same_v<T, bool>); return kBool; }
+}
+
+}  // namespace ampgrad

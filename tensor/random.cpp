@@ -1,0 +1,74 @@
+// random.cpp — the generator and random creation. Values are drawn on the host in float64
+// and converted to the tensor's dtype, so a seed gives the same tensor on every device.
+#include "tensor/random.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "tensor/kernels.h"
+
+namespace ampgrad {
+
+uint64_t Generator::next() { return engine_(); }
+double Generator::uniform() { return (double)(engine_() >> 11) * 0x1.0p-53; }
+double Generator::normal() {
+  if (normal_spare_) { double v = *normal_spare_; normal_spare_.reset(); return v; }
+  double u1 = uniform(), u2 = uniform();
+  if (u1 < 1e-300) u1 = 1e-300;  // log(0) guard
+  double r = std::sqrt(-2.0 * std::log(u1)), th = 2.0 * M_PI * u2;
+  normal_spare_ = r * std::sin(th);
+  return r * std::cos(th);
+}
+
+Generator& default_generator() {
+  static Generator g(0);
+  return g;
+}
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+// Fills t (any dtype, any device) with values from draw(gen), in row-major order.
+template <class Draw> static Tensor& fill_from(Tensor& t, Generator* gen, Draw draw) {
+  Generator& g = gen ? *gen : default_generator();
+  std::vector<double> v(t.numel());
+  {
+    std::lock_guard lock(g.mutex());
+    for (double& x : v) x = draw(g);
+  }
+  kernels::copy_(t, from_vector(v, t.shape()));
+  return t;
+}
+
+Tensor& uniform_(Tensor& t, double lo, double hi, Generator* gen) {
+  return fill_from(t, gen, [=](Generator& g) { return lo + (hi - lo) * g.uniform(); });
+}
+Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
+  return fill_from(t, gen, [=](Generator& g) { return mean + std * g.normal(); });
+}
+
+static Tensor fresh(const Shape& shape, TensorOptions opts) { return empty(shape, opts.requires_grad(false)); }
+static Tensor finish(Tensor t, TensorOptions opts) { return opts.requires_grad_ ? t.requires_grad_() : t; }
+
+Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
+  Tensor t = fresh(shape, opts);
+  return finish(uniform_(t, 0, 1, gen), opts);
+}
+Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
+  Tensor t = fresh(shape, opts);
+  return finish(normal_(t, 0, 1, gen), opts);
+}
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
+  AMPGRAD_CHECK(high > low, "randint: empty range [" << low << ", " << high << ")");
+  Tensor t = fresh(shape, opts);
+  uint64_t span = uint64_t(high - low);
+  return fill_from(t, gen, [=](Generator& g) { return double(low + int64_t(g.next() % span)); });
+}
+Tensor randperm(int64_t n, Generator* gen) {
+  Generator& g = gen ? *gen : default_generator();
+  std::vector<int64_t> p(n);
+  std::iota(p.begin(), p.end(), 0);
+  std::lock_guard lock(g.mutex());
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[g.next() % uint64_t(i + 1)]);  // Fisher–Yates
+  return from_vector(p, {n});
+}
+
+}  // namespace ampgrad

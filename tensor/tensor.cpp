@@ -1,0 +1,238 @@
+// tensor.cpp — storage allocation, geometry, creation, host copies and printing.
+#include "tensor/tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "tensor/kernels.h"
+
+namespace ampgrad {
+
+const char* device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu" : "cuda"; }
+
+namespace cuda {
+bool is_available() { return false; }  // replaced when the CUDA backend is built (issue: CUDA)
+int device_count() { return 0; }
+}  // namespace cuda
+
+Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
+  AMPGRAD_CHECK(d.is_cpu(), "cannot allocate on " << d.str() << ": ampgrad was built without the CUDA backend");
+  // 64-byte alignment: a cache line, and enough for any vector load.
+  data = std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64));
+  AMPGRAD_CHECK(data, "out of memory allocating " << n << " bytes");
+}
+Storage::~Storage() { std::free(data); }
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape s(shape.size());
+  int64_t acc = 1;
+  for (int64_t i = (int64_t)shape.size() - 1; i >= 0; --i) { s[i] = acc; acc *= shape[i]; }
+  return s;
+}
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+static int64_t wrap_dim(int64_t dim, int64_t ndim) {
+  int64_t d = dim < 0 ? dim + ndim : dim;
+  AMPGRAD_CHECK(d >= 0 && d < std::max<int64_t>(ndim, 1), "dimension " << dim << " out of range for a tensor of " << ndim << " dims");
+  return d;
+}
+int64_t Tensor::size(int64_t dim) const { return shape()[wrap_dim(dim, this->dim())]; }
+int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim(dim, this->dim())]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (shape()[i] == 1) continue;
+    if (strides()[i] != expected) return false;
+    expected *= shape()[i];
+  }
+  return true;
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl().storage->data) + impl().offset * (int64_t)element_size();
+}
+
+Tensor Tensor::as_strided(Shape shape, Shape strides, int64_t offset) const {
+  auto v = std::make_shared<TensorImpl>();
+  v->storage = impl().storage;
+  v->shape = std::move(shape);
+  v->strides = std::move(strides);
+  v->offset = offset;
+  v->dtype = dtype();
+  v->is_view = true;
+  return Tensor(v);
+}
+
+template <class T> std::vector<T> to_vector(const Tensor& t) {
+  Tensor host = empty(t.shape(), TensorOptions(dtype_of<T>()));
+  kernels::copy_(host, t);
+  const T* p = host.data_ptr<T>();
+  return std::vector<T>(p, p + host.numel());
+}
+template <class T> T Tensor::item() const {
+  AMPGRAD_CHECK(numel() == 1, "item: a tensor with " << numel() << " elements cannot be converted to a scalar");
+  return dispatch(dtype(), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    return static_cast<T>(static_cast<opmath_t<S>>(to_vector<S>(*this)[0]));
+  });
+}
+
+Tensor empty(const Shape& shape, TensorOptions o) {
+  for (int64_t d : shape) AMPGRAD_CHECK(d >= 0, "empty: negative dimension in shape " << shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(numel_of(shape) * itemsize(o.dtype_), o.device_);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = o.dtype_;
+  Tensor t(impl);
+  if (o.requires_grad_) t.requires_grad_();
+  return t;
+}
+Tensor full(const Shape& shape, double value, TensorOptions o) {
+  Tensor t = empty(shape, o.requires_grad(false));
+  kernels::fill_(t, value);
+  if (o.requires_grad_) t.requires_grad_();
+  return t;
+}
+Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); }
+Tensor ones(const Shape& shape, TensorOptions o) { return full(shape, 1.0, o); }
+Tensor scalar_tensor(double value, TensorOptions o) { return full({}, value, o); }
+static TensorOptions like(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), like(t)); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like(t)); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
+Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, like(t)); }
+
+Tensor arange(double start, double end, double step, TensorOptions o) {
+  AMPGRAD_CHECK(step != 0 && (end - start) / step >= 0, "arange: cannot go from " << start << " to " << end << " in steps of " << step);
+  int64_t n = (int64_t)std::ceil((end - start) / step);
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + i * step;
+  return from_vector(v, {n}, o);
+}
+Tensor arange(int64_t end, TensorOptions o) { return arange(0.0, (double)end, 1.0, o); }
+
+Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions o) {
+  Tensor host = empty(shape, TensorOptions(dtype));
+  std::memcpy(host.raw_data(), data, host.numel() * itemsize(dtype));
+  if (o.dtype_ == dtype && o.device_.is_cpu()) return o.requires_grad_ ? host.requires_grad_() : host;
+  Tensor out = empty(shape, o.requires_grad(false));
+  kernels::copy_(out, host);
+  if (o.requires_grad_) out.requires_grad_();
+  return out;
+}
+
+template <class T> Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions o) {
+  AMPGRAD_CHECK((int64_t)values.size() == numel_of(shape), "from_vector: " << values.size() << " values cannot fill shape " << shape_str(shape));
+  if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits; unpack first
+    std::vector<uint8_t> bytes(values.begin(), values.end());
+    return from_blob(bytes.data(), shape, kBool, o);
+  } else {
+    return from_blob(values.data(), shape, dtype_of<T>(), o);
+  }
+}
+template <> std::vector<bool> to_vector<bool>(const Tensor& t) {
+  Tensor host = empty(t.shape(), TensorOptions(kBool));
+  kernels::copy_(host, t);
+  const bool* p = host.data_ptr<bool>();
+  return std::vector<bool>(p, p + host.numel());
+}
+
+#define AMPGRAD_INSTANTIATE(T)                                                           \
+  template Tensor from_vector<T>(const std::vector<T>&, const Shape&, TensorOptions);    \
+  template T Tensor::item<T>() const;
+AMPGRAD_INSTANTIATE(float)
+AMPGRAD_INSTANTIATE(double)
+AMPGRAD_INSTANTIATE(half)
+AMPGRAD_INSTANTIATE(bfloat16)
+AMPGRAD_INSTANTIATE(int64_t)
+AMPGRAD_INSTANTIATE(bool)
+template std::vector<float> to_vector<float>(const Tensor&);
+template std::vector<double> to_vector<double>(const Tensor&);
+template std::vector<half> to_vector<half>(const Tensor&);
+template std::vector<bfloat16> to_vector<bfloat16>(const Tensor&);
+template std::vector<int64_t> to_vector<int64_t>(const Tensor&);
+#undef AMPGRAD_INSTANTIATE
+
+// ---- printing, in PyTorch's style: tensor([[1.0000, 2.0000]], dtype=float16) ----
+namespace {
+struct Formatter {
+  bool is_float, integral = true, sci = false;
+  int width = 1;
+  explicit Formatter(const std::vector<double>& v, bool fp) : is_float(fp) {
+    double amax = 0, amin_nz = INFINITY;
+    for (double x : v) {
+      if (!std::isfinite(x)) continue;
+      if (x != std::round(x)) integral = false;
+      amax = std::max(amax, std::abs(x));
+      if (x != 0) amin_nz = std::min(amin_nz, std::abs(x));
+    }
+    sci = is_float && (amax >= 1e8 || (!integral && amin_nz < 1e-4) || (amax / amin_nz > 1000 && !integral && amax > 1000));
+    for (double x : v) width = std::max<int>(width, (int)str(x).size());
+  }
+  std::string str(double x) const {
+    std::ostringstream os;
+    if (!is_float) os << (int64_t)x;
+    else if (std::isnan(x)) os << "nan";
+    else if (std::isinf(x)) os << (x > 0 ? "inf" : "-inf");
+    else if (sci) os << std::scientific << std::setprecision(4) << x;
+    else if (integral) os << (int64_t)x << ".";
+    else os << std::fixed << std::setprecision(4) << x;
+    return os.str();
+  }
+};
+void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& shape, size_t d, int64_t off,
+               const Formatter& f, int indent, bool summarize, bool is_bool) {
+  if (shape.empty()) { os << f.str(v[0]); return; }
+  int64_t n = shape[d], inner = 1;
+  for (size_t k = d + 1; k < shape.size(); ++k) inner *= shape[k];
+  os << "[";
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarize && n > 6 && i == 3) {
+      os << "...";
+      i = n - 3;
+      os << (d + 1 == shape.size() ? ", " : ",\n" + std::string(indent + 1, ' '));
+    }
+    if (d + 1 == shape.size()) {
+      double x = v[off + i];
+      std::string s = is_bool ? (x != 0 ? "True" : "False") : f.str(x);
+      os << std::string(std::max<int>(0, f.width - (int)s.size()), ' ') << s;
+    } else {
+      print_rec(os, v, shape, d + 1, off + i * inner, f, indent + 1, summarize, is_bool);
+    }
+    if (i + 1 < n) os << (d + 1 == shape.size() ? ", " : "," + std::string(shape.size() - d - 1, '\n') + std::string(indent + 1, ' '));
+  }
+  os << "]";
+}
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "tensor(undefined)";
+  std::vector<double> v = to_vector<double>(t);
+  bool is_bool = t.dtype() == kBool;
+  Formatter f(v, t.is_floating_point());
+  if (is_bool) f.width = std::any_of(v.begin(), v.end(), [](double x) { return x == 0; }) ? 5 : 4;
+  os << "tensor(";
+  print_rec(os, v, t.shape(), 0, 0, f, 7, t.numel() > 1000, is_bool);
+  if (t.numel() == 0) os << ", size=" << shape_str(t.shape());
+  if (t.dtype() != kFloat32 && t.dtype() != kInt64 && t.dtype() != kBool) os << ", dtype=" << dtype_name(t.dtype());
+  if (!t.device().is_cpu()) os << ", device='" << t.device().str() << "'";
+  if (t.requires_grad()) os << ", requires_grad=True";
+  return os << ")";
+}
+std::string to_string(const Tensor& t) {
+  std::ostringstream os;
+  os << t;
+  return os.str();
+}
+
+}  // namespace ampgrad
