@@ -28,7 +28,8 @@ bool any_enabled() { return state.enabled[0] || state.enabled[1]; }
 autocast::autocast(DeviceType device, std::optional<DType> dtype, bool enabled)
     : device_(device), prev_enabled_(is_enabled(device)), prev_dtype_(get_dtype(device)) {
   DType d = dtype.value_or(device == DeviceType::CUDA ? kFloat16 : kBFloat16);
-  AMPGRAD_CHECK(is_half(d), "autocast: dtype must be float16 or bfloat16, got " << dtype_name(d));
+  AMPGRAD_CHECK(!enabled || is_half(d), "autocast: dtype must be float16 or bfloat16, got " << dtype_name(d));
+  if (!enabled && !is_half(d)) d = prev_dtype_;  // a disabled region keeps the outer dtype
   state.enabled[idx(device)] = enabled;
   state.dtype[idx(device)] = d;
   ++state.nesting;

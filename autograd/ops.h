@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
 

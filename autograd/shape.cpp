@@ -249,8 +249,10 @@ Tensor cat(const std::vector<Tensor>& xs_in, int64_t dim) {
   return out;
 }
 
-Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
-  AMPGRAD_CHECK(!xs.empty(), "stack: expected a non-empty list of tensors");
+Tensor stack(const std::vector<Tensor>& xs_in, int64_t dim) {
+  AMPGRAD_CHECK(!xs_in.empty(), "stack: expected a non-empty list of tensors");
+  std::vector<Tensor> xs = xs_in;
+  autograd::autocast_inputs(Op::stack, xs.data(), xs.size());
   for (const Tensor& x : xs)
     AMPGRAD_CHECK(x.shape() == xs[0].shape(), "stack: shapes " << shape_str(xs[0].shape()) << " and " << shape_str(x.shape()) << " differ");
   std::vector<Tensor> us;

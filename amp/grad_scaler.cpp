@@ -1,0 +1,119 @@
+// grad_scaler.cpp — the GradScaler state machine. Per optimizer and iteration:
+//   ready --unscale_--> unscaled --step--> stepped --update--> ready   (step also unscales)
+// Every misuse of that order is an error with PyTorch's message.
+#include "amp/grad_scaler.h"
+
+#include "amp/amp_kernels.h"
+#include "autograd/ops.h"
+#include "tensor/kernels.h"
+
+namespace ampgrad::amp {
+
+GradScaler::GradScaler(GradScalerOptions o) : options_(o) {
+  AMPGRAD_CHECK(o.init_scale > 0 && o.growth_factor > 1 && o.backoff_factor > 0 && o.backoff_factor < 1 && o.growth_interval > 0,
+                "GradScaler: need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval > 0");
+}
+
+void GradScaler::lazy_init(Device device) {
+  if (scale_.defined()) return;
+  scale_ = full({}, options_.init_scale, TensorOptions(kFloat32).device(device));
+  growth_tracker_ = zeros({}, TensorOptions(kInt64).device(device));
+}
+
+Tensor GradScaler::scale(const Tensor& outputs) {
+  if (!options_.enabled) return outputs;
+  lazy_init(outputs.device());
+  return outputs * scale_;
+}
+
+void GradScaler::unscale_(optim::Optimizer& optimizer) {
+  if (!options_.enabled) return;
+  PerOptimizer& st = per_optimizer_[&optimizer];
+  AMPGRAD_CHECK(st.stage != Stage::unscaled, "unscale_() has already been called on this optimizer since the last update().");
+  AMPGRAD_CHECK(st.stage != Stage::stepped, "unscale_() is being called after step().");
+  AMPGRAD_CHECK(scale_.defined(), "unscale_(): no scale yet; call scaler.scale(loss) before backward.");
+  NoGradGuard no_grad;
+  // inv = float32(1 / float64(S)): exact for the powers of two S usually is
+  Tensor inv_scale = full({}, 1.0, TensorOptions(kFloat64).device(scale_.device())) / scale_.to(kFloat64);
+  std::vector<Tensor> grads;
+  int index = 0;
+  for (const Tensor& p : optimizer.params()) {
+    Tensor g = p.grad();
+    ++index;
+    if (!g.defined()) continue;
+    AMPGRAD_CHECK(g.dtype() == kFloat32, "unscale_(): parameter " << index - 1 << " has a " << dtype_name(g.dtype())
+                                                                  << " gradient; AMP keeps master weights and their gradients in float32");
+    grads.push_back(g);
+  }
+  st.found_inf = zeros({}, TensorOptions(kFloat32).device(scale_.device()));
+  non_finite_check_and_unscale_(grads, st.found_inf, inv_scale.to(kFloat32));
+  st.stage = Stage::unscaled;
+}
+
+bool GradScaler::step(optim::Optimizer& optimizer) {
+  if (!options_.enabled) {
+    optimizer.step();
+    return true;
+  }
+  PerOptimizer& st = per_optimizer_[&optimizer];
+  AMPGRAD_CHECK(st.stage != Stage::stepped, "step() has already been called since the last update().");
+  if (st.stage == Stage::ready) unscale_(optimizer);
+  // The one host read of the step: whether to run the optimizer at all.
+  const bool overflow = st.found_inf.item<float>() != 0.f;
+  if (!overflow) optimizer.step();
+  st.stage = Stage::stepped;
+  return !overflow;
+}
+
+void GradScaler::update(std::optional<double> new_scale) {
+  if (!options_.enabled) return;
+  AMPGRAD_CHECK(scale_.defined(), "update(): no scale yet; call scaler.scale(loss) first.");
+  const double used = options_.record_history ? get_scale() : 0.0;
+  Tensor found = zeros({}, TensorOptions(kFloat32).device(scale_.device()));
+  if (new_scale) {
+    AMPGRAD_CHECK(*new_scale > 0, "update(): new_scale must be positive, got " << *new_scale);
+    scale_.fill_(*new_scale);
+  } else {
+    bool any = false;
+    for (auto& [opt, st] : per_optimizer_)
+      if (st.found_inf.defined()) {
+        kernels::axpy_(found, st.found_inf, 1.0);
+        any = true;
+      }
+    AMPGRAD_CHECK(any, "No inf checks were recorded prior to update.");
+    update_scale_(scale_, growth_tracker_, found, options_.growth_factor, options_.backoff_factor, options_.growth_interval);
+  }
+  if (options_.record_history)
+    history_.push_back({(int64_t)history_.size() + 1, used, found.item<float>() != 0.f});
+  per_optimizer_.clear();
+}
+
+double GradScaler::get_scale() const {
+  if (!options_.enabled) return 1.0;
+  return scale_.defined() ? scale_.item<double>() : options_.init_scale;
+}
+int64_t GradScaler::get_growth_tracker() const { return growth_tracker_.defined() ? growth_tracker_.item<int64_t>() : 0; }
+
+std::map<std::string, double> GradScaler::state_dict() const {
+  if (!options_.enabled) return {};
+  return {{"scale", get_scale()},
+          {"growth_factor", options_.growth_factor},
+          {"backoff_factor", options_.backoff_factor},
+          {"growth_interval", (double)options_.growth_interval},
+          {"_growth_tracker", (double)get_growth_tracker()}};
+}
+
+void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
+  AMPGRAD_CHECK(options_.enabled, "load_state_dict(): the GradScaler is disabled");
+  for (const char* key : {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"})
+    AMPGRAD_CHECK(s.count(key), "GradScaler::load_state_dict: missing key '" << key << "'");
+  options_.init_scale = s.at("scale");
+  options_.growth_factor = s.at("growth_factor");
+  options_.backoff_factor = s.at("backoff_factor");
+  options_.growth_interval = (int64_t)s.at("growth_interval");
+  Device d = scale_.defined() ? scale_.device() : Device::cpu();
+  scale_ = full({}, s.at("scale"), TensorOptions(kFloat32).device(d));
+  growth_tracker_ = full({}, s.at("_growth_tracker"), TensorOptions(kInt64).device(d));
+}
+
+}  // namespace ampgrad::amp

@@ -1,0 +1,73 @@
+// grad_scaler.h — loss scaling, PyTorch's torch.amp.GradScaler in C++ with the same names.
+// Float16 gradients smaller than 2^-24 flush to zero; multiplying the loss by a large scale S
+// before backward lifts them into range, and dividing the float32 gradients by S before the
+// optimizer step undoes it. If S was too large some gradient overflows: the step is skipped
+// and S halves. After growth_interval clean steps S doubles. This half of amp/ sits beside
+// the optimizer; the other half (autocast.h) sits below autograd.
+//
+//   amp::GradScaler scaler;                    // init_scale 65536, growth 2, backoff 0.5
+//   scaler.scale(loss).backward();             // grads are S times too large
+//   scaler.unscale_(opt);                      // optional: e.g. before clip_grad_norm_
+//   scaler.step(opt);                          // unscales (if not yet), skips on inf/NaN
+//   scaler.update();                           // S *= 0.5 on overflow, or *= 2 when due
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "optim/optimizer.h"
+#include "tensor/tensor.h"
+
+namespace ampgrad::amp {
+
+struct GradScalerOptions {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  bool enabled = true;
+  bool record_history = false;  // keep (iteration, scale, found_inf) per update(): a host read each
+};
+
+struct ScaleRecord {
+  int64_t iteration;  // update() calls so far, counting this one
+  double scale;       // the scale used for this iteration's backward
+  bool found_inf;     // so the step was skipped
+};
+
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+
+  Tensor scale(const Tensor& outputs);  // outputs * S (S created lazily on outputs' device)
+  void unscale_(optim::Optimizer& optimizer);
+  bool step(optim::Optimizer& optimizer);  // whether optimizer.step() ran
+  void update(std::optional<double> new_scale = {});
+
+  double get_scale() const;  // a host read of S (1.0 when disabled)
+  int64_t get_growth_tracker() const;
+  bool is_enabled() const { return options_.enabled; }
+  const GradScalerOptions& options() const { return options_; }
+  const std::vector<ScaleRecord>& history() const { return history_; }
+
+  std::map<std::string, double> state_dict() const;  // scale, growth_factor, backoff_factor, growth_interval, _growth_tracker
+  void load_state_dict(const std::map<std::string, double>& state);
+
+ private:
+  enum class Stage { ready, unscaled, stepped };
+  struct PerOptimizer {
+    Stage stage = Stage::ready;
+    Tensor found_inf;  // 0-d float32, set by unscale_
+  };
+  void lazy_init(Device device);
+
+  GradScalerOptions options_;
+  Tensor scale_;           // 0-d float32 where the loss lives
+  Tensor growth_tracker_;  // 0-d int64 beside it
+  std::unordered_map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
+  std::vector<ScaleRecord> history_;
+};
+
+}  // namespace ampgrad::amp

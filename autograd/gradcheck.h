@@ -1,0 +1,23 @@
+// gradcheck.h — compares autograd's gradients with float64 central differences, as
+// torch.autograd.gradcheck does: for every output element o and input element i,
+//   numerical J[o][i] = (f(x + eps e_i) − f(x − eps e_i))[o] / (2 eps)
+//   analytical J[o][i] = row o of the backward pass seeded with the one-hot e_o.
+// Raises ampgrad::Error naming the input, the element and both values on a mismatch.
+//
+//   Tensor x = randn({3, 4}, kFloat64).requires_grad_();
+//   gradcheck([](auto& in) { return tanh(in[0]).sum({1}); }, {x});
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace ampgrad {
+
+using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Inputs: contiguous float64 CPU tensors; those that require grad are checked.
+// Passes when |numerical − analytical| <= atol + rtol·|numerical| everywhere; returns true.
+bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3);
+
+}  // namespace ampgrad

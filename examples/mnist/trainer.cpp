@@ -1,0 +1,216 @@
+// trainer.cpp — the training loop. Read train() top to bottom: it is the whole recipe.
+#include "mnist/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
+#include "autograd/ops.h"
+#include "data/checkpoint.h"
+#include "data/idx.h"
+#include "data/loader.h"
+#include "mnist/models.h"
+#include "optim/optim.h"
+#include "tensor/threads.h"
+
+namespace mnist {
+using namespace ampgrad;
+using Clock = std::chrono::steady_clock;
+
+std::string default_data_dir(const std::string& dataset) {
+  if (dataset == "mnist") return "data-cache/mnist";
+  if (dataset == "fashion") return "/usr/share/datasets/fashion-mnist";
+  AMPGRAD_CHECK(false, "unknown dataset '" << dataset << "' (expected mnist or fashion)");
+  return "";
+}
+
+static std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params) {
+  if (c.optimizer == "sgd") return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = c.lr, .momentum = c.momentum});
+  if (c.optimizer == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = c.lr});
+  if (c.optimizer == "adamw") return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = c.lr});
+  AMPGRAD_CHECK(false, "unknown optimizer '" << c.optimizer << "' (expected sgd, adam or adamw)");
+  return nullptr;
+}
+
+static data::Dataset first(data::Dataset d, int64_t n) {
+  if (n <= 0 || n >= d.size()) return d;
+  return {d.images.narrow(0, 0, n).contiguous(), d.labels.narrow(0, 0, n).contiguous()};
+}
+
+// ---- checkpoints: model and optimizer tensors plus metadata, in one safetensors file ----
+
+static void save_checkpoint(const std::string& path, const TrainConfig& c, int epochs_done, const nn::Module& model,
+                            const optim::Optimizer& opt, const amp::GradScaler& scaler) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (auto& [k, t] : model.state_dict()) tensors.emplace_back("model." + k, t);
+  optim::OptimizerState os = opt.state_dict();
+  for (auto& [k, t] : os.tensors) tensors.emplace_back("optimizer." + k, t);
+  std::map<std::string, std::string> meta{{"epoch", std::to_string(epochs_done)}, {"seed", std::to_string(c.seed)},
+                                          {"model", c.model}, {"optimizer", c.optimizer}, {"amp", c.amp}};
+  auto exact = [](double v) { std::ostringstream s; s << std::setprecision(17) << v; return s.str(); };
+  for (auto& [k, v] : os.scalars) meta["optimizer." + k] = exact(v);
+  for (auto& [k, v] : scaler.state_dict()) meta["scaler." + k] = exact(v);
+  data::save_safetensors(path, tensors, meta);
+}
+
+// Returns the number of epochs the checkpoint had completed.
+static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Module& model, optim::Optimizer& opt,
+                           amp::GradScaler& scaler) {
+  data::SafeTensors ck = data::load_safetensors(path);
+  auto meta = [&](const std::string& k) {
+    auto it = ck.metadata.find(k);
+    AMPGRAD_CHECK(it != ck.metadata.end(), path << ": checkpoint metadata has no '" << k << "'");
+    return it->second;
+  };
+  AMPGRAD_CHECK(meta("model") == c.model && meta("optimizer") == c.optimizer,
+                path << ": checkpoint is of model=" << meta("model") << " optimizer=" << meta("optimizer") << ", this run uses model="
+                     << c.model << " optimizer=" << c.optimizer);
+  nn::StateDict model_sd;
+  optim::OptimizerState os;
+  for (auto& [k, t] : ck.tensors) {
+    if (k.rfind("model.", 0) == 0) model_sd.emplace_back(k.substr(6), t);
+    else if (k.rfind("optimizer.", 0) == 0) os.tensors.emplace_back(k.substr(10), t);
+  }
+  std::map<std::string, double> scaler_sd;
+  for (auto& [k, v] : ck.metadata) {
+    if (k.rfind("optimizer.", 0) == 0) os.scalars[k.substr(10)] = std::stod(v);
+    if (k.rfind("scaler.", 0) == 0) scaler_sd[k.substr(7)] = std::stod(v);
+  }
+  model.load_state_dict(model_sd);
+  opt.load_state_dict(os);
+  if (scaler.is_enabled()) scaler.load_state_dict(scaler_sd);
+  return std::stoi(meta("epoch"));
+}
+
+static void progress_bar(std::ostream& log, int64_t done, int64_t total, double elapsed, int64_t samples) {
+  const int width = 30;
+  int filled = int(width * done / std::max<int64_t>(total, 1));
+  double rate = samples / std::max(elapsed, 1e-9);
+  double eta = elapsed / std::max<int64_t>(done, 1) * (total - done);
+  log << "\r  [" << std::string(filled, '=') << (filled < width ? ">" : "") << std::string(std::max(0, width - filled - 1), ' ')
+      << "] " << done << "/" << total << "  " << std::fixed << std::setprecision(0) << rate << " samples/s  ETA "
+      << std::setprecision(1) << eta << "s   " << std::flush;
+}
+
+TrainResult train(const TrainConfig& c, std::ostream& log) {
+  AMPGRAD_CHECK(c.amp == "off" || c.amp == "fp16" || c.amp == "bf16", "--amp must be off, fp16 or bf16, got '" << c.amp << "'");
+  AMPGRAD_CHECK(c.accum_steps >= 1, "--accum-steps must be >= 1");
+  set_num_threads(c.threads);
+  manual_seed(c.seed);
+
+  const std::string dir = c.data_dir.empty() ? default_data_dir(c.dataset) : c.data_dir;
+  data::Dataset train_set = first(data::load_mnist_dir(dir, "train"), c.limit_train);
+  data::Dataset test_set = first(data::load_mnist_dir(dir, "test"), c.limit_test);
+  data::DataLoader train_loader(train_set, {.batch_size = c.batch_size, .shuffle = true, .seed = c.seed});
+  data::DataLoader test_loader(test_set, {.batch_size = 1000});
+
+  std::shared_ptr<nn::Module> model = make_model(c.model);
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters());
+  const bool use_amp = c.amp != "off";
+  const DType amp_dtype = c.amp == "bf16" ? kBFloat16 : kFloat16;
+  const bool use_scaler = c.scaler == "on" || (c.scaler == "auto" && c.amp == "fp16");
+  amp::GradScaler scaler({.enabled = use_scaler, .record_history = !c.scale_history_path.empty()});
+
+  int start_epoch = 0;
+  if (!c.resume_path.empty()) {
+    start_epoch = load_checkpoint(c.resume_path, c, *model, *opt, scaler);
+    log << "resumed from " << c.resume_path << " after epoch " << start_epoch << "\n";
+  }
+  train_loader.set_epoch(start_epoch);
+
+  std::ofstream metrics;
+  if (!c.metrics_path.empty()) {
+    metrics.open(c.metrics_path);
+    AMPGRAD_CHECK(metrics, "cannot write metrics to " << c.metrics_path);
+    metrics << "epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps\n";
+  }
+  log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
+      << " test) optimizer=" << c.optimizer << " lr=" << c.lr << " batch=" << c.batch_size << " amp=" << c.amp
+      << " scaler=" << (use_scaler ? "on" : "off") << " threads=" << get_num_threads() << "\n";
+
+  TrainResult result;
+  result.model = model;
+  double train_seconds = 0;
+  int64_t train_samples = 0;
+  std::optional<amp::Trace> trace;
+  for (int epoch = start_epoch; epoch < c.epochs; ++epoch) {
+    if (c.amp_trace && epoch == start_epoch) trace.emplace();
+    model->train();
+    const auto t0 = Clock::now();
+    Tensor loss_sum = zeros({});  // summed where the loss lives: no host read per step
+    int64_t batches = 0, skipped = 0, seen = 0;
+    const int64_t n_batches = train_loader.size();
+    opt->zero_grad();
+    for (auto [x, y] : train_loader) {
+      // 1. forward under autocast: GEMMs in 16 bits, the loss in float32 (the policy table)
+      Tensor loss;
+      {
+        amp::autocast ac(DeviceType::CPU, amp_dtype, use_amp);
+        loss = nn::functional::cross_entropy(model->forward(x), y);
+      }
+      // 2. scaled backward; gradients of micro-batches add up in .grad
+      scaler.scale(loss / double(c.accum_steps)).backward();
+      loss_sum = loss_sum + loss.detach();
+      ++batches;
+      seen += x.size(0);
+      // 3. once per effective batch: unscale (+ clip), step unless inf/NaN, update the scale
+      if (batches % c.accum_steps == 0 || batches == n_batches) {
+        if (c.clip_grad > 0) {
+          scaler.unscale_(*opt);
+          optim::clip_grad_norm_(opt->params(), c.clip_grad);
+        }
+        skipped += !scaler.step(*opt);
+        scaler.update();
+        opt->zero_grad();
+      }
+      if (c.progress) progress_bar(log, batches, n_batches, std::chrono::duration<double>(Clock::now() - t0).count(), seen);
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (c.progress) log << "\r" << std::string(80, ' ') << "\r";
+    train_seconds += seconds;
+    train_samples += seen;
+    if (trace) {
+      trace->print_summary(log);
+      trace.reset();
+    }
+
+    // evaluation, in the same precision as training
+    model->eval();
+    double test_loss = 0;
+    int64_t correct = 0;
+    {
+      NoGradGuard no_grad;
+      amp::autocast ac(DeviceType::CPU, amp_dtype, use_amp);
+      for (auto [x, y] : test_loader) {
+        Tensor logits = model->forward(x);
+        test_loss += nn::functional::cross_entropy(logits, y).item<double>() * x.size(0);
+        correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
+      }
+    }
+    EpochResult r{epoch + 1, loss_sum.item<double>() / batches, test_loss / test_set.size(),
+                  double(correct) / test_set.size(), seconds, scaler.get_scale(), skipped};
+    result.epochs.push_back(r);
+    log << "epoch " << r.epoch << "/" << c.epochs << std::fixed << std::setprecision(4) << "  train_loss " << r.train_loss
+        << "  test_loss " << r.test_loss << "  test_acc " << r.test_acc << std::setprecision(2) << "  " << r.seconds << "s";
+    if (use_scaler) log << "  scale " << std::setprecision(0) << r.scale << "  skipped " << r.skipped_steps;
+    log << std::defaultfloat << "\n";
+    if (metrics) metrics << r.epoch << "," << r.train_loss << "," << r.test_loss << "," << r.test_acc << "," << r.seconds << ","
+                         << r.scale << "," << r.skipped_steps << std::endl;
+    if (!c.save_path.empty()) save_checkpoint(c.save_path, c, epoch + 1, *model, *opt, scaler);
+  }
+  if (!c.scale_history_path.empty()) {
+    std::ofstream h(c.scale_history_path);
+    AMPGRAD_CHECK(h, "cannot write the scale history to " << c.scale_history_path);
+    h << "iteration,scale,found_inf\n";
+    for (const amp::ScaleRecord& s : scaler.history()) h << s.iteration << "," << s.scale << "," << s.found_inf << "\n";
+  }
+  result.train_samples_per_s = train_samples / std::max(train_seconds, 1e-9);
+  return result;
+}
+
+}  // namespace mnist

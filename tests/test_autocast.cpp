@@ -1,0 +1,177 @@
+// test_autocast.cpp — the autocast policy in action on the CPU: output dtypes per policy
+// category, nesting, device-type isolation, the weight-cast cache (and its no-grad case),
+// gradients reaching float32 master weights, and a check that every op consults the table.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <sstream>
+
+#include "amp/autocast.h"
+#include "autograd/ops.h"
+
+using namespace ampgrad;
+
+TEST_CASE("output dtype of each policy category, CPU float16 and bfloat16") {
+  manual_seed(0);
+  Tensor x = randn({4, 8}), w = randn({3, 8}), b = randn({3});
+  Tensor img = randn({2, 1, 6, 6}), k = randn({2, 1, 3, 3});
+  Tensor target = from_vector<int64_t>({0, 1, 2, 0});
+  for (DType low : {kFloat16, kBFloat16}) {
+    amp::autocast ac(DeviceType::CPU, low);
+    CHECK(amp::is_enabled(DeviceType::CPU));
+    CHECK(amp::get_dtype(DeviceType::CPU) == low);
+    Tensor y = linear(x, w, b);
+    CHECK(y.dtype() == low);                                       // lower_precision
+    CHECK(matmul(x, w.t()).dtype() == low);
+    CHECK(conv2d(img, k).dtype() == low);
+    CHECK(cross_entropy(y, target).dtype() == kFloat32);           // fp32
+    CHECK(mse_loss(y, y).dtype() == kFloat32);
+    CHECK(nll_loss(log_softmax(y, 1), target).dtype() == kFloat32);
+    CHECK(relu(y).dtype() == low);                                 // input dtype
+    CHECK(relu(x).dtype() == kFloat32);
+    CHECK(softmax(y, 1).dtype() == low);                           // CPU keeps softmax in input dtype
+    CHECK((y + x.narrow(1, 0, 3)).dtype() == kFloat32);            // ordinary promotion
+    CHECK(where(gt(x, scalar_like(0, x)).narrow(1, 0, 3), y, x.narrow(1, 0, 3)).dtype() == kFloat32);  // promote
+    CHECK(cat({y, x.narrow(1, 0, 3)}).dtype() == kFloat32);
+    CHECK(linear(x.to(kFloat64), w.to(kFloat64)).dtype() == kFloat64);  // float64 is never cast
+  }
+  CHECK_FALSE(amp::is_enabled(DeviceType::CPU));
+  CHECK(linear(x, w, b).dtype() == kFloat32);
+}
+
+TEST_CASE("CPU defaults to bfloat16, only half dtypes are accepted") {
+  {
+    amp::autocast ac(DeviceType::CPU);
+    CHECK(amp::get_dtype(DeviceType::CPU) == kBFloat16);
+  }
+  CHECK_THROWS_WITH_AS(amp::autocast(DeviceType::CPU, kFloat64), doctest::Contains("float16 or bfloat16, got float64"), Error);
+}
+
+TEST_CASE("autocast for one device type leaves the other's tensors alone") {
+  amp::autocast ac(DeviceType::CUDA);
+  CHECK(amp::is_enabled(DeviceType::CUDA));
+  CHECK_FALSE(amp::is_enabled(DeviceType::CPU));
+  CHECK(matmul(ones({2, 2}), ones({2, 2})).dtype() == kFloat32);
+}
+
+TEST_CASE("nested regions: an inner disabled region runs in full precision, leaving restores") {
+  Tensor x = ones({2, 2});
+  amp::autocast outer(DeviceType::CPU, kFloat16);
+  CHECK(matmul(x, x).dtype() == kFloat16);
+  {
+    amp::autocast inner(DeviceType::CPU, {}, false);
+    CHECK_FALSE(amp::is_enabled(DeviceType::CPU));
+    CHECK(matmul(x, x).dtype() == kFloat32);
+    {
+      amp::autocast innermost(DeviceType::CPU, kBFloat16);
+      CHECK(matmul(x, x).dtype() == kBFloat16);
+    }
+  }
+  CHECK(amp::is_enabled(DeviceType::CPU));
+  CHECK(amp::get_dtype(DeviceType::CPU) == kFloat16);
+  CHECK(matmul(x, x).dtype() == kFloat16);
+}
+
+TEST_CASE("policy table: rows in enum order, PyTorch's categories, printable") {
+  using amp::Cast;
+  using amp::Op;
+  for (size_t i = 0; i < amp::kNumOps; ++i) CHECK(size_t(amp::policy_table()[i].op) == i);
+  CHECK(amp::category(Op::matmul, DeviceType::CUDA) == Cast::lower_precision);
+  CHECK(amp::category(Op::conv2d, DeviceType::CPU) == Cast::lower_precision);
+  CHECK(amp::category(Op::softmax, DeviceType::CUDA) == Cast::fp32);
+  CHECK(amp::category(Op::softmax, DeviceType::CPU) == Cast::input_dtype);
+  CHECK(amp::category(Op::cross_entropy, DeviceType::CPU) == Cast::fp32);
+  CHECK(amp::category(Op::cat, DeviceType::CPU) == Cast::promote);
+  CHECK(amp::category(Op::relu, DeviceType::CUDA) == Cast::input_dtype);
+  std::ostringstream os;
+  amp::print_policy_table(os);
+  const std::string table = os.str();
+  CHECK(table.find("matmul          lower_precision   lower_precision") != std::string::npos);
+  CHECK(std::count(table.begin(), table.end(), '\n') == (long)amp::kNumOps + 1);
+}
+
+TEST_CASE("weight-cast cache: one cast per weight per outermost region") {
+  Tensor w = ones({3, 3}).requires_grad_();
+  Tensor x = ones({2, 3});
+  amp::Trace trace;
+  {
+    amp::autocast ac(DeviceType::CPU, kFloat16);
+    Tensor a = linear(x, w), b = linear(x, w);
+    CHECK(amp::cache_size() == 1);
+    {
+      amp::autocast inner(DeviceType::CPU, kFloat16);
+      linear(x, w);
+    }
+    CHECK(amp::cache_size() == 1);  // an inner exit does not clear
+    Tensor view = w.t();            // a view is not cached; neither is a tensor not requiring grad
+    matmul(x, view);
+    matmul(x, ones({3, 3}));
+    CHECK(amp::cache_size() == 1);
+  }
+  CHECK(amp::cache_size() == 0);  // cleared when the outermost region exits
+  int hits = 0, casts = 0;
+  for (auto& e : trace.events()) { hits += e.cache_hits; casts += e.casts; }
+  CHECK(hits == 2);   // second and third linear
+  // w once; x in each of the three linears; x and the view; x and the fresh ones tensor
+  CHECK(casts == 1 + 3 + 2 + 2);
+}
+
+TEST_CASE("a cached cast made under no_grad still carries gradient to the weight") {
+  Tensor w = full({2, 2}, 0.5).requires_grad_();
+  Tensor x = ones({1, 2});
+  amp::autocast ac(DeviceType::CPU, kFloat16);
+  {
+    NoGradGuard g;
+    Tensor eval_out = linear(x, w);  // first use: creates the cached cast
+    CHECK_FALSE(eval_out.requires_grad());
+  }
+  Tensor loss = linear(x, w).to(kFloat32).sum();  // cache hit, with grad on
+  loss.backward();
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().dtype() == kFloat32);  // master weight gradient stays float32
+  CHECK(to_vector<float>(w.grad()) == std::vector<float>{1, 1, 1, 1});
+}
+
+TEST_CASE("gradients flow through autocast casts into float32 .grad") {
+  manual_seed(1);
+  Tensor w = randn({3, 4}).requires_grad_(), x = randn({5, 4});
+  Tensor target = from_vector<int64_t>({0, 1, 2, 1, 0});
+  {
+    amp::autocast ac(DeviceType::CPU, kBFloat16);
+    cross_entropy(linear(x, w), target).backward();
+  }
+  Tensor g16 = w.grad();
+  w.set_grad({});
+  cross_entropy(linear(x, w), target).backward();
+  CHECK(g16.dtype() == kFloat32);
+  // bf16 keeps 8 bits of mantissa: the autocast gradient matches float32 to a few bf16 ulps
+  std::vector<float> a = to_vector<float>(g16), b = to_vector<float>(w.grad());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 0.05f * std::abs(b[i]) + 2e-3f);
+}
+
+TEST_CASE("every op of the library consults the policy table") {
+  manual_seed(2);
+  Tensor x = randn({2, 3}), y = randn({2, 3}), w = randn({4, 3}), img = randn({1, 1, 4, 4});
+  Tensor t = from_vector<int64_t>({0, 2});
+  amp::Trace trace;
+  amp::autocast ac(DeviceType::CPU, kFloat16);
+  (void)matmul(x, w.t()); (void)linear(x, w); (void)conv2d(img, ones({1, 1, 2, 2}));
+  (void)add(x, y); (void)sub(x, y); (void)mul(x, y); (void)div(x, y); (void)neg(x); (void)pow(x, 2);
+  (void)exp(x); (void)log(abs(x)); (void)sqrt(abs(x)); (void)tanh(x); (void)sigmoid(x); (void)relu(x);
+  (void)gelu(x); (void)clamp(x, 0, 1); (void)where(gt(x, y), x, y);
+  (void)eq(x, y); (void)ne(x, y); (void)lt(x, y); (void)le(x, y); (void)ge(x, y);
+  (void)sum(x); (void)mean(x); (void)max(x); (void)min(x); (void)argmax(x);
+  (void)reshape(x, {3, 2}); (void)view(x, {6}); (void)flatten(x); (void)transpose(x, 0, 1); (void)permute(x, {1, 0});
+  (void)narrow(x, 1, 0, 2); (void)select(x, 0, 0); (void)expand(x.narrow(0, 0, 1), {4, 3}); (void)unsqueeze(x, 0);
+  (void)squeeze(x); (void)contiguous(x); (void)clone(x); (void)cat({x, y}); (void)stack({x, y}); (void)to(x, kFloat64);
+  (void)softmax(x, 1); (void)log_softmax(x, 1); (void)cross_entropy(x, t); (void)nll_loss(x, t); (void)mse_loss(x, y);
+  (void)max_pool2d(img, 2); (void)layer_norm(x, {3}); (void)dropout(x, 0.5, true);
+  std::set<amp::Op> seen;
+  for (auto& e : trace.events()) seen.insert(e.op);
+  for (size_t i = 0; i < amp::kNumOps; ++i)
+    CHECK_MESSAGE(seen.count(amp::Op(i)), "op never consulted the table: " << std::string(amp::policy_table()[i].name));
+  std::ostringstream os;
+  trace.print_summary(os);
+  CHECK(os.str().find("linear") != std::string::npos);
+  CHECK(os.str().find("lower_precision") != std::string::npos);
+}

@@ -1,0 +1,121 @@
+// test_autograd.cpp — the engine: accumulation, broadcasting, retain_graph, freed graphs,
+// no-grad regions, detach, deep graphs, in-place refusal.
+#include <doctest/doctest.h>
+
+#include "autograd/ops.h"
+
+using namespace ampgrad;
+
+static std::vector<double> vec(const Tensor& t) { return to_vector<double>(t); }
+
+TEST_CASE("gradients accumulate across backward calls") {
+  Tensor x = from_vector<double>({1, 2, 3}).requires_grad_();
+  (x * x).sum().backward();
+  CHECK(vec(x.grad()) == std::vector<double>{2, 4, 6});
+  (x * 3.0).sum().backward();
+  CHECK(vec(x.grad()) == std::vector<double>{5, 7, 9});
+}
+
+TEST_CASE("a tensor used twice receives the sum of both paths") {
+  Tensor x = scalar_tensor(3.0, kFloat64).requires_grad_();
+  Tensor y = x * x + x;  // dy/dx = 2x + 1 = 7
+  y.backward();
+  CHECK(x.grad().item<double>() == 7.0);
+}
+
+TEST_CASE("broadcast inputs get gradients summed back to their shape") {
+  Tensor a = ones({2, 3}, kFloat64).requires_grad_();
+  Tensor b = from_vector<double>({1, 2, 3}).requires_grad_();
+  Tensor c = scalar_tensor(2.0, kFloat64).requires_grad_();
+  ((a * b) * c).sum().backward();
+  CHECK(vec(b.grad()) == std::vector<double>{4, 4, 4});  // 2 rows x c
+  CHECK(c.grad().item<double>() == 12.0);                 // sum(a*b) = 2*(1+2+3)
+  CHECK(vec(a.grad()) == std::vector<double>{2, 4, 6, 2, 4, 6});
+  Tensor k = ones({2, 1}, kFloat64).requires_grad_();
+  (k * ones({2, 5}, kFloat64)).sum().backward();
+  CHECK(vec(k.grad()) == std::vector<double>{5, 5});
+}
+
+TEST_CASE("backward through a freed graph is an error, retain_graph keeps it") {
+  Tensor x = scalar_tensor(2.0).requires_grad_();
+  Tensor y = x.exp();
+  y.backward();
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("backward through the graph a second time"), Error);
+  Tensor z = x.exp();
+  z.backward({}, true);
+  z.backward();
+  CHECK(x.grad().item<float>() == doctest::Approx(3 * std::exp(2.0)));
+}
+
+TEST_CASE("backward on a non-scalar needs a gradient") {
+  Tensor x = ones({3}).requires_grad_();
+  Tensor y = x * 2.0;
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("only for scalar outputs; got shape [3]"), Error);
+  y.backward(from_vector<float>({1, 10, 100}));
+  CHECK(to_vector<float>(x.grad()) == std::vector<float>{2, 20, 200});
+  CHECK_THROWS_WITH_AS(ones({2}).sum().backward(), doctest::Contains("does not require grad"), Error);
+}
+
+TEST_CASE("NoGradGuard records nothing and nests") {
+  Tensor x = ones({2}).requires_grad_();
+  {
+    NoGradGuard g;
+    Tensor y = x * 2.0;
+    CHECK_FALSE(y.requires_grad());
+    {
+      EnableGradGuard e;
+      CHECK((x * 2.0).requires_grad());
+    }
+    CHECK_FALSE(is_grad_enabled());
+  }
+  CHECK(is_grad_enabled());
+  CHECK((x * 2.0).requires_grad());
+}
+
+TEST_CASE("detach cuts history but shares storage, leaves and non-leaves") {
+  Tensor x = ones({2}).requires_grad_();
+  Tensor y = x * 2.0;
+  CHECK(x.is_leaf());
+  CHECK_FALSE(y.is_leaf());
+  Tensor d = y.detach();
+  CHECK(d.is_leaf());
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.shares_storage(y));
+}
+
+TEST_CASE("a 100,000-op chain runs backward and frees without recursion") {
+  Tensor x = scalar_tensor(1.0, kFloat64).requires_grad_();
+  Tensor y = x;
+  for (int i = 0; i < 100000; ++i) y = i % 2 ? y * 1.0 : y + 0.0;
+  y.backward();
+  CHECK(x.grad().item<double>() == 1.0);
+  y = Tensor();  // destroys the whole chain
+  Tensor z = x;
+  for (int i = 0; i < 100000; ++i) z = z.tanh() * 1.0;
+  z = Tensor();  // never backpropagated: freeing must not recurse either
+  CHECK(x.grad().item<double>() == 1.0);
+}
+
+TEST_CASE("in-place updates are refused where the graph could see them") {
+  Tensor w = ones({2}).requires_grad_();
+  CHECK_THROWS_WITH_AS(w.add_(ones({2})), doctest::Contains("cannot be modified in place while grad mode is on"), Error);
+  NoGradGuard g;
+  w.add_(ones({2}), -0.5);
+  CHECK(to_vector<float>(w) == std::vector<float>{0.5f, 0.5f});
+}
+
+TEST_CASE("casts carry gradients back to the source dtype") {
+  Tensor w = from_vector<float>({1.5f, -2.f}).requires_grad_();
+  Tensor y = (w.to(kFloat16) * 4.0).sum();
+  CHECK(y.dtype() == kFloat16);
+  y.backward();
+  CHECK(w.grad().dtype() == kFloat32);
+  CHECK(to_vector<float>(w.grad()) == std::vector<float>{4, 4});
+}
+
+TEST_CASE("inputs that need no gradient are skipped") {
+  Tensor x = ones({2, 2}).requires_grad_(), c = ones({2, 2});
+  matmul(x, c).sum().backward();
+  CHECK_FALSE(c.grad().defined());
+  CHECK(to_vector<float>(x.grad()) == std::vector<float>{2, 2, 2, 2});
+}

@@ -1,0 +1,241 @@
+// test_grad_scaler.cpp — GradScaler against PyTorch's semantics: exact scale/tracker
+// sequences, skipped steps that leave parameters and optimizer state bit-identical, every
+// error of the state machine, the accumulation / clipping / multi-optimizer flows, state_dict,
+// and the reason it exists: a float16 gradient that underflows without scaling and survives with it.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "amp/autocast.h"
+#include "amp/grad_health.h"
+#include "amp/grad_scaler.h"
+#include "autograd/ops.h"
+#include "optim/optim.h"
+
+using namespace ampgrad;
+
+static Tensor param(std::vector<float> v) { return from_vector<float>(v).requires_grad_(); }
+// One iteration with planted gradients: overflow plants an inf.
+static bool iteration(amp::GradScaler& s, optim::Optimizer& opt, bool overflow) {
+  Tensor p = opt.params()[0];
+  Tensor loss = s.scale((p * 1.0).sum());
+  loss.backward();
+  if (overflow) {
+    NoGradGuard g;
+    p.grad().narrow(0, 0, 1).fill_(INFINITY);
+  }
+  bool stepped = s.step(opt);
+  s.update();
+  opt.zero_grad();
+  return stepped;
+}
+static std::vector<uint8_t> bytes(const Tensor& t) {
+  std::vector<uint8_t> b(t.numel() * t.element_size());
+  std::memcpy(b.data(), t.contiguous().raw_data(), b.size());
+  return b;
+}
+
+TEST_CASE("scale and tracker follow growth and backoff exactly") {
+  optim::SGD opt({param({1, 2})}, {.lr = 0.1});
+  amp::GradScaler s({.init_scale = 8, .growth_interval = 3});
+  CHECK(s.get_scale() == 8);
+  // clean, clean, clean -> grow; clean; overflow -> back off; clean
+  std::vector<std::pair<double, int64_t>> expect = {{8, 1}, {8, 2}, {16, 0}, {16, 1}, {8, 0}, {8, 1}};
+  std::vector<bool> pattern = {false, false, false, false, true, false};
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    CHECK(iteration(s, opt, pattern[i]) == !pattern[i]);
+    CHECK(s.get_scale() == expect[i].first);
+    CHECK(s.get_growth_tracker() == expect[i].second);
+  }
+}
+
+TEST_CASE("growth is capped when the grown scale would not be finite") {
+  optim::SGD opt({param({1})}, {.lr = 0.1});
+  amp::GradScaler s({.init_scale = 3e38, .growth_interval = 1});
+  iteration(s, opt, false);
+  CHECK(s.get_scale() == doctest::Approx(3e38));
+  CHECK(s.get_growth_tracker() == 0);
+}
+
+TEST_CASE("unscale_ divides by the scale and flags inf and NaN") {
+  Tensor p = param({1, 2, 3});
+  optim::SGD opt({p}, {.lr = 1});
+  amp::GradScaler s({.init_scale = 1024});
+  Tensor loss = s.scale((p * from_vector<float>({1, 2, 3})).sum());
+  CHECK(loss.item<float>() == 1024 * 14);
+  loss.backward();
+  CHECK(to_vector<float>(p.grad()) == std::vector<float>{1024, 2048, 3072});
+  s.unscale_(opt);
+  CHECK(to_vector<float>(p.grad()) == std::vector<float>{1, 2, 3});
+  CHECK(s.step(opt));
+  CHECK(to_vector<float>(p) == std::vector<float>{0, 0, 0});
+  s.update();
+  opt.zero_grad();
+  s.scale(p.sum()).backward();
+  {
+    NoGradGuard g;
+    p.grad().narrow(0, 1, 1).fill_(NAN);
+  }
+  CHECK_FALSE(s.step(opt));
+  s.update();
+  CHECK(s.get_scale() == 512);
+}
+
+TEST_CASE("a skipped step leaves parameters and optimizer state bit-identical") {
+  manual_seed(0);
+  Tensor w = randn({4, 3}).requires_grad_();
+  optim::Adam opt({w}, {.lr = 0.01});
+  amp::GradScaler s;
+  for (int i = 0; i < 3; ++i) iteration(s, opt, false);
+  auto before_w = bytes(w);
+  optim::OptimizerState st = opt.state_dict();
+  std::vector<std::vector<uint8_t>> before_state;
+  for (auto& [k, t] : st.tensors) before_state.push_back(bytes(t));
+  auto before_scalars = st.scalars;
+  CHECK_FALSE(iteration(s, opt, true));
+  CHECK(bytes(w) == before_w);
+  optim::OptimizerState after = opt.state_dict();
+  for (size_t i = 0; i < after.tensors.size(); ++i) CHECK(bytes(after.tensors[i].second) == before_state[i]);
+  CHECK(after.scalars == before_scalars);  // step counts unchanged too
+}
+
+TEST_CASE("the state machine refuses misuse with PyTorch's messages") {
+  Tensor p = param({1});
+  optim::SGD opt({p}, {.lr = 0.1});
+  amp::GradScaler s;
+  CHECK_THROWS_WITH_AS(s.update(), doctest::Contains("no scale yet"), Error);
+  s.scale(p.sum()).backward();
+  CHECK_THROWS_WITH_AS(s.update(), "No inf checks were recorded prior to update.", Error);
+  s.unscale_(opt);
+  CHECK_THROWS_WITH_AS(s.unscale_(opt), "unscale_() has already been called on this optimizer since the last update().", Error);
+  s.step(opt);
+  CHECK_THROWS_WITH_AS(s.unscale_(opt), "unscale_() is being called after step().", Error);
+  CHECK_THROWS_WITH_AS(s.step(opt), "step() has already been called since the last update().", Error);
+  s.update();
+  s.scale(p.sum()).backward();
+  CHECK(s.step(opt));  // ready again after update
+  s.update();
+}
+
+TEST_CASE("disabled scaler is a passthrough") {
+  Tensor p = param({2});
+  optim::SGD opt({p}, {.lr = 0.5});
+  amp::GradScaler s({.enabled = false});
+  Tensor loss = p.sum();
+  CHECK(s.scale(loss).is_same(loss));
+  loss.backward();
+  CHECK(s.step(opt));
+  s.update();
+  CHECK(to_vector<float>(p)[0] == 1.5f);
+  CHECK(s.get_scale() == 1.0);
+}
+
+TEST_CASE("gradient accumulation: scaled micro-batches give the float32 result exactly") {
+  manual_seed(1);
+  Tensor x = randn({8, 3}), y = randn({8, 1});
+  Tensor w1 = randn({1, 3}).requires_grad_(), w2 = w1.detach().clone().requires_grad_();
+  optim::SGD o1({w1}, {.lr = 0.1, .momentum = 0.9}), o2({w2}, {.lr = 0.1, .momentum = 0.9});
+  amp::GradScaler s;  // 65536 = 2^16: scaling and unscaling are exact in float32
+  for (int step = 0; step < 3; ++step) {
+    for (int micro = 0; micro < 2; ++micro) {
+      Tensor xb = x.narrow(0, micro * 4, 4), yb = y.narrow(0, micro * 4, 4);
+      s.scale(mse_loss(linear(xb, w1), yb) / 2.0).backward();
+      (mse_loss(linear(xb, w2), yb) / 2.0).backward();
+    }
+    CHECK(s.step(o1));
+    s.update();
+    o2.step();
+    o1.zero_grad();
+    o2.zero_grad();
+  }
+  CHECK(bytes(w1) == bytes(w2));
+}
+
+TEST_CASE("clipping after unscale_ sees the true gradient norm") {
+  Tensor p = param({0, 0}), q = param({0, 0});
+  optim::SGD op({p}, {.lr = 1}), oq({q}, {.lr = 1});
+  amp::GradScaler s({.init_scale = 4096});
+  s.scale((p * from_vector<float>({3, 4})).sum()).backward();
+  (q * from_vector<float>({3, 4})).sum().backward();
+  s.unscale_(op);
+  CHECK(optim::clip_grad_norm_({p}, 1.0) == doctest::Approx(5.0));
+  CHECK(optim::clip_grad_norm_({q}, 1.0) == doctest::Approx(5.0));
+  CHECK(s.step(op));
+  oq.step();
+  s.update();
+  CHECK(to_vector<float>(p) == to_vector<float>(q));
+  CHECK(to_vector<float>(p)[0] == doctest::Approx(-0.6).epsilon(1e-5));  // −3/5 after clipping to norm 1
+}
+
+TEST_CASE("several losses and optimizers: each skips on its own overflow, one update for all") {
+  Tensor a = param({1}), b = param({1});
+  optim::SGD oa({a}, {.lr = 1}), ob({b}, {.lr = 1});
+  amp::GradScaler s({.init_scale = 16});
+  Tensor la = s.scale(a.sum()), lb = s.scale(b.sum() * 2.0);
+  (la + lb).backward();
+  {
+    NoGradGuard g;
+    b.grad().fill_(INFINITY);
+  }
+  CHECK(s.step(oa));
+  CHECK_FALSE(s.step(ob));
+  s.update();
+  CHECK(to_vector<float>(a)[0] == 0.f);
+  CHECK(to_vector<float>(b)[0] == 1.f);
+  CHECK(s.get_scale() == 8);  // any overflow backs the shared scale off
+}
+
+TEST_CASE("state_dict round trip") {
+  Tensor p = param({1});
+  optim::SGD opt({p}, {.lr = 0.1});
+  amp::GradScaler s({.init_scale = 128, .growth_interval = 5});
+  iteration(s, opt, false);
+  iteration(s, opt, false);
+  auto sd = s.state_dict();
+  CHECK(sd.at("scale") == 128);
+  CHECK(sd.at("_growth_tracker") == 2);
+  CHECK(sd.at("growth_interval") == 5);
+  amp::GradScaler t;
+  t.load_state_dict(sd);
+  CHECK(t.get_scale() == 128);
+  CHECK(t.get_growth_tracker() == 2);
+  for (int i = 0; i < 3; ++i) iteration(t, opt, false);
+  CHECK(t.get_scale() == 256);  // the restored tracker counted on: 2 + 3 = 5
+  CHECK_THROWS_WITH_AS(t.load_state_dict({{"scale", 1}}), doctest::Contains("missing key 'growth_factor'"), Error);
+}
+
+TEST_CASE("a float16 gradient that underflows without scaling survives with it") {
+  // dL/dW = g·x with g = x = 1e-4 per element: 1e-8 is below float16's smallest subnormal
+  // (2^-24 ≈ 6e-8, and under half of it rounds to zero), so the fp16 GEMM of backward flushes it.
+  Tensor x = full({1, 4}, 1e-4);
+  auto grad_of_w = [&](double scale) {
+    Tensor w = ones({2, 4}).requires_grad_();
+    {
+      amp::autocast ac(DeviceType::CPU, kFloat16);
+      Tensor loss = (linear(x, w).to(kFloat32) * 1e-4).sum();  // fp16 GEMM; its upstream gradient is 1e-4·scale
+      (loss.to(kFloat32) * scale).backward();  // the scale multiplies in float32, as scaler.scale() does
+    }
+    return to_vector<float>(w.grad() / scale);
+  };
+  for (float g : grad_of_w(1.0)) CHECK(g == 0.f);  // lost
+  for (float g : grad_of_w(65536.0)) CHECK(g == doctest::Approx(1e-8).epsilon(0.01));  // kept
+  Tensor raw = full({4}, 1e-8);
+  CHECK(amp::grad_health(raw, 1.0).flushed == 1.0);
+  CHECK(amp::grad_health(raw, 65536.0).flushed == 0.0);
+  CHECK(amp::grad_health(raw, 1e13).overflow == 1.0);
+}
+
+TEST_CASE("history records the scale used and whether the step was skipped") {
+  optim::SGD opt({param({1})}, {.lr = 0.1});
+  amp::GradScaler s({.init_scale = 4, .growth_interval = 2, .record_history = true});
+  iteration(s, opt, false);
+  iteration(s, opt, true);
+  iteration(s, opt, false);
+  REQUIRE(s.history().size() == 3);
+  CHECK(s.history()[0].scale == 4);
+  CHECK_FALSE(s.history()[0].found_inf);
+  CHECK(s.history()[1].scale == 4);
+  CHECK(s.history()[1].found_inf);
+  CHECK(s.history()[2].scale == 2);
+}

@@ -1,0 +1,282 @@
+// test_optim.cpp — optim/: the first steps of SGD (plain, momentum, dampening, Nesterov, weight
+// decay), Adam and AdamW against values worked out by hand in the comments; zero_grad; the
+// strict state_dict; clip_grad_norm_ on known gradients; StepLR and cosine lr sequences.
+// Updates run in float32: values are compared to 1e-6 relative, a few float32 ulps.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "nn/linear.h"
+#include "optim/optim.h"
+
+using namespace ampgrad;
+
+static std::vector<double> vec(const Tensor& t) { return to_vector<double>(t); }
+static void close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-6) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol));
+}
+static Tensor param(const std::vector<float>& values) { return from_vector(values).requires_grad_(); }
+// Gives p a fixed gradient, as a backward pass would.
+static void set_grad(Tensor& p, const std::vector<float>& g) { p.set_grad(from_vector(g, p.shape())); }
+template <class F> static std::string error_of(F&& f) {
+  try { f(); } catch (const Error& e) { return e.what(); }
+  return "";
+}
+
+TEST_CASE("SGD: plain, momentum, dampening, Nesterov and weight decay, step by step") {
+  // plain: p ← p − lr·g with lr 0.1, g 0.5: 1 → 0.95 → 0.90
+  Tensor p = param({1});
+  optim::SGD plain({p}, {.lr = 0.1});
+  for (double want : {0.95, 0.90}) {
+    set_grad(p, {0.5});
+    plain.step();
+    close(vec(p), {want});
+  }
+
+  // momentum 0.9, lr 0.1, g = 1: buf 1 (the grad itself on step 1) → 1.9 → 2.71,
+  // p 1 → 0.9 → 0.71 → 0.439
+  p = param({1});
+  optim::SGD momentum({p}, {.lr = 0.1, .momentum = 0.9});
+  for (double want : {0.9, 0.71, 0.439}) {
+    set_grad(p, {1});
+    momentum.step();
+    close(vec(p), {want});
+  }
+
+  // dampening 0.5: step 1 takes no dampening (buf = 1, p = 0.9); step 2 buf = 0.9 + 0.5·1 = 1.4,
+  // p = 0.9 − 0.14 = 0.76
+  p = param({1});
+  optim::SGD damped({p}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.5});
+  for (double want : {0.9, 0.76}) {
+    set_grad(p, {1});
+    damped.step();
+    close(vec(p), {want});
+  }
+
+  // Nesterov: the step uses g + momentum·buf. Step 1: buf 1, g' 1.9, p 0.81;
+  // step 2: buf 1.9, g' 1 + 0.9·1.9 = 2.71, p 0.81 − 0.271 = 0.539
+  p = param({1});
+  optim::SGD nesterov({p}, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+  for (double want : {0.81, 0.539}) {
+    set_grad(p, {1});
+    nesterov.step();
+    close(vec(p), {want});
+  }
+
+  // weight decay 0.1: g' = g + 0.1·p. Step 1: g' 1.1, p 0.89; step 2: g' 1.089, p 0.7811
+  p = param({1});
+  optim::SGD decay({p}, {.lr = 0.1, .weight_decay = 0.1});
+  for (double want : {0.89, 0.7811}) {
+    set_grad(p, {1});
+    decay.step();
+    close(vec(p), {want});
+  }
+
+  CHECK(error_of([&] { optim::SGD({p}, {.lr = 0.1, .nesterov = true}); }).find("Nesterov") != std::string::npos);
+}
+
+TEST_CASE("SGD with real gradients: loss = Σ p², so p ← p − 0.1·2p = 0.8·p") {
+  Tensor p = param({1, -2});
+  optim::SGD opt({p}, {.lr = 0.1});
+  for (std::vector<double> want : {std::vector<double>{0.8, -1.6}, {0.64, -1.28}}) {
+    opt.zero_grad();
+    (p * p).sum().backward();
+    opt.step();
+    close(vec(p), want);
+  }
+}
+
+TEST_CASE("Adam: each step moves by lr·sign(g) under a constant gradient") {
+  // With g constant, m̂ = m / (1 − β1^t) = g and v̂ = g² at every t, so
+  // p ← p − lr · g / (|g| + eps): lr·sign(g), slightly less for |g| near eps.
+  Tensor p = param({1, -1, 0.5});
+  optim::Adam opt({p}, {.lr = 0.01});
+  const double small = 0.01 * 1e-3 / (1e-3 + 1e-8);  // the step for |g| = 1e-3
+  for (int t = 1; t <= 3; ++t) {
+    set_grad(p, {0.1f, -2, 1e-3f});
+    opt.step();
+    close(vec(p), {1 - 0.01 * t, -1 + 0.01 * t, 0.5 - small * t});
+  }
+}
+
+TEST_CASE("Adam: the moments and bias corrections with a gradient that changes sign") {
+  // lr 0.1, p = 0. Step 1, g = 1: m = 0.1, v = 0.001; m̂ = 1, v̂ = 1; p = −0.1.
+  // Step 2, g = −1: m = 0.09 − 0.1 = −0.01, v = 0.000999 + 0.001 = 0.001999;
+  // m̂ = −0.01 / 0.19, v̂ = 0.001999 / 0.001999 = 1; p = −0.1 + 0.1 · 0.01 / 0.19 = −0.0947368
+  Tensor p = param({0});
+  optim::Adam opt({p}, {.lr = 0.1});
+  set_grad(p, {1});
+  opt.step();
+  close(vec(p), {-0.1});
+  set_grad(p, {-1});
+  opt.step();
+  close(vec(p), {-0.1 + 0.1 * 0.01 / 0.19});
+}
+
+TEST_CASE("Adam's L2 weight decay against AdamW's decoupled decay") {
+  // Adam, wd 0.1, lr 0.1, g = 1 at p = 1. Step 1: g' = 1.1 → a pure sign step, p = 0.9.
+  // Step 2: g' = 1 + 0.1·0.9 = 1.09; m = 0.9·0.11 + 0.1·1.09 = 0.208,
+  // v = 0.999·0.00121 + 0.001·1.1881 = 0.00239689; m̂ = 0.208/0.19 = 1.094737,
+  // √v̂ = √(0.00239689/0.001999) = 1.095009; p = 0.9 − 0.1·1.094737/1.095009 = 0.800025
+  Tensor p = param({1});
+  optim::Adam adam({p}, {.lr = 0.1, .weight_decay = 0.1});
+  set_grad(p, {1});
+  adam.step();
+  close(vec(p), {0.9});
+  set_grad(p, {1});
+  adam.step();
+  close(vec(p), {0.8000248483897221});
+
+  // AdamW: p ← p·(1 − lr·wd), then the sign step: 1·0.99 − 0.1 = 0.89; 0.89·0.99 − 0.1 = 0.7811
+  Tensor q = param({1});
+  optim::AdamW adamw({q}, {.lr = 0.1, .weight_decay = 0.1});
+  for (double want : {0.89, 0.7811}) {
+    set_grad(q, {1});
+    adamw.step();
+    close(vec(q), {want});
+  }
+  CHECK(optim::AdamW({q}).options().weight_decay == 0.01);  // PyTorch's defaults differ
+  CHECK(optim::Adam({q}).options().weight_decay == 0.0);
+}
+
+TEST_CASE("step skips parameters without a grad, bad parameters are errors") {
+  Tensor a = param({1}), b = param({1});
+  optim::Adam opt({a, b}, {.lr = 0.1});
+  set_grad(a, {1});
+  opt.step();
+  close(vec(a), {0.9});
+  close(vec(b), {1});  // untouched, and no state either
+  CHECK(opt.state_dict().scalars.count("state.1.step") == 0);
+
+  Tensor d = from_vector<double>({1}).requires_grad_();
+  optim::SGD sgd({d}, {.lr = 0.1});
+  d.set_grad(from_vector<double>({1}));
+  CHECK(error_of([&] { sgd.step(); }).find("parameter 0 is float64") != std::string::npos);
+
+  Tensor nc = zeros({3, 2}).t();  // a transposed view: not contiguous
+  nc.requires_grad_();
+  nc.set_grad(zeros({2, 3}));
+  optim::SGD sgd2({nc}, {.lr = 0.1});
+  CHECK(error_of([&] { sgd2.step(); }).find("not contiguous") != std::string::npos);
+}
+
+TEST_CASE("zero_grad: to none, or zeroed in place") {
+  Tensor p = param({1, 2});
+  optim::SGD opt({p}, {.lr = 0.1});
+  set_grad(p, {3, 4});
+  Tensor g = p.grad();
+  opt.zero_grad(false);
+  CHECK(p.grad().is_same(g));
+  close(vec(g), {0, 0});
+  opt.zero_grad();
+  CHECK(!p.grad().defined());
+}
+
+TEST_CASE("optimizer state_dict: round trip, and strict loading") {
+  auto run = [](optim::Optimizer& opt, Tensor& p, float g) { set_grad(p, {g, -g}); opt.step(); };
+  Tensor p = param({1, 2});
+  optim::Adam a({p}, {.lr = 0.1});
+  run(a, p, 1);
+  run(a, p, 0.5);
+  optim::OptimizerState st = a.state_dict();
+  CHECK(st.scalars.at("lr") == 0.1);
+  CHECK(st.scalars.at("state.0.step") == 2);
+  REQUIRE(st.tensors.size() == 2);
+  CHECK(st.tensors[0].first == "state.0.exp_avg");
+  CHECK(st.tensors[1].first == "state.0.exp_avg_sq");
+  // exp_avg after g = 1 then 0.5: 0.9·0.1 + 0.1·0.5 = 0.14 (and −0.14)
+  close(vec(st.tensors[0].second), {0.14, -0.14});
+
+  // A fresh optimizer over a copy of p, loaded, takes the same third step as the original.
+  Tensor q = from_vector(to_vector<float>(p), p.shape()).requires_grad_();
+  optim::Adam b({q}, {.lr = 0.5});
+  b.load_state_dict(st);
+  CHECK(b.lr() == 0.1);
+  run(a, p, -2);
+  run(b, q, -2);
+  CHECK(vec(q) == vec(p));
+
+  auto expect_error = [&](optim::OptimizerState bad, const std::string& message) {
+    CHECK(error_of([&] { b.load_state_dict(bad); }).find(message) != std::string::npos);
+  };
+  optim::OptimizerState bad = st;
+  bad.tensors[0].second = zeros({3});
+  expect_error(bad, "'state.0.exp_avg' is [3] float32, expected [2] float32");
+  bad = st;
+  bad.tensors[1].second = zeros({2}, kFloat64);
+  expect_error(bad, "'state.0.exp_avg_sq' is [2] float64");
+  bad = st;
+  bad.tensors.pop_back();
+  expect_error(bad, "missing key 'state.0.exp_avg_sq'");
+  bad = st;
+  bad.tensors.emplace_back("state.0.momentum_buffer", zeros({2}));
+  expect_error(bad, "unexpected key 'state.0.momentum_buffer'");
+  bad = st;
+  bad.tensors.emplace_back("state.7.exp_avg", zeros({2}));
+  expect_error(bad, "unexpected key 'state.7.exp_avg'");
+  bad = st;
+  bad.scalars.erase("lr");
+  expect_error(bad, "missing key 'lr'");
+  bad = st;
+  bad.scalars.erase("state.0.step");
+  expect_error(bad, "missing key 'state.0.step'");
+
+  // SGD without momentum keeps no buffers: its state is the lr and the step counts.
+  optim::SGD sgd({p}, {.lr = 0.1});
+  run(sgd, p, 1);
+  CHECK(sgd.state_dict().tensors.empty());
+  CHECK(sgd.state_dict().scalars.at("state.0.step") == 1);
+}
+
+TEST_CASE("clip_grad_norm_: global L2 norm over all grads") {
+  // grads (3, 4) and (12): norm √(9 + 16 + 144) = 13
+  Tensor a = param({0, 0}), b = param({0}), none = param({0});
+  auto reset = [&] { set_grad(a, {3, 4}); set_grad(b, {12}); };
+  reset();
+  CHECK(optim::clip_grad_norm_({a, b, none}, 20) == doctest::Approx(13));
+  close(vec(a.grad()), {3, 4});  // below max_norm: untouched
+  // max_norm 6.5: every grad scaled by 6.5 / (13 + 1e-6), i.e. halved (to 1e-7)
+  CHECK(optim::clip_grad_norm_({a, b, none}, 6.5) == doctest::Approx(13));
+  close(vec(a.grad()), {1.5, 2});
+  close(vec(b.grad()), {6});
+  CHECK(optim::clip_grad_norm_({none}, 1) == 0);
+
+  reset();
+  b.set_grad(from_vector<float>({INFINITY}));
+  CHECK(std::isinf(optim::clip_grad_norm_({a, b}, 1)));
+  close(vec(a.grad()), {3, 4});  // a non-finite norm leaves the grads for GradScaler to judge
+}
+
+TEST_CASE("StepLR and CosineAnnealingLR follow PyTorch's closed forms") {
+  Tensor p = param({0});
+  optim::SGD opt({p}, {.lr = 1.0});
+  optim::StepLR step_lr(opt, 2, 0.5);  // 1 · 0.5^⌊e/2⌋
+  std::vector<double> got;
+  for (int e = 1; e <= 5; ++e) { step_lr.step(); got.push_back(opt.lr()); }
+  close(got, {1, 0.5, 0.5, 0.25, 0.25});
+  CHECK(step_lr.last_epoch() == 5);
+
+  // base 1.1, eta_min 0.1, T_max 4: 0.1 + (1 + cos(π e/4)) / 2 for e = 0..5
+  optim::SGD opt2({p}, {.lr = 1.1});
+  optim::CosineAnnealingLR cosine(opt2, 4, 0.1);
+  got = {opt2.lr()};
+  for (int e = 1; e <= 5; ++e) { cosine.step(); got.push_back(cosine.get_last_lr()); }
+  close(got, {1.1, 0.9535533905932737, 0.6, 0.24644660940672622, 0.1, 0.24644660940672622});
+}
+
+TEST_CASE("end to end: Linear + mse_loss + SGD fits y = 2x + 1") {
+  manual_seed(0);
+  auto fc = std::make_shared<nn::Linear>(1, 1);
+  Tensor x = from_vector<float>({-1, 0, 1, 2}, {4, 1});
+  Tensor y = x * 2.0 + 1.0;
+  optim::SGD opt(fc->parameters(), {.lr = 0.1, .momentum = 0.5});
+  for (int i = 0; i < 200; ++i) {
+    opt.zero_grad();
+    mse_loss(fc->forward(x), y).backward();
+    opt.step();
+  }
+  CHECK(fc->weight.item<double>() == doctest::Approx(2).epsilon(1e-4));
+  CHECK(fc->bias.item<double>() == doctest::Approx(1).epsilon(1e-4));
+}

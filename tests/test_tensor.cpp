@@ -1,0 +1,190 @@
+// test_tensor.cpp — dtypes, promotion, half rounding bit patterns, views, creation, printing,
+// randomness and error messages of the tensor layer.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "autograd/ops.h"
+#include "tensor/kernels.h"
+
+using namespace ampgrad;
+
+static uint16_t bits(half h) { uint16_t b; std::memcpy(&b, &h, 2); return b; }
+static uint16_t bits(bfloat16 h) { uint16_t b; std::memcpy(&b, &h, 2); return b; }
+// round through the library's own cast kernel, as every op stores its result
+template <class H> static H round_to(float v) { return to_vector<H>(from_vector<float>({v}).to(dtype_of<H>()))[0]; }
+
+TEST_CASE("dtype sizes, names and floating flags") {
+  CHECK(itemsize(kFloat32) == 4);
+  CHECK(itemsize(kFloat64) == 8);
+  CHECK(itemsize(kFloat16) == 2);
+  CHECK(itemsize(kBFloat16) == 2);
+  CHECK(itemsize(kInt64) == 8);
+  CHECK(itemsize(kBool) == 1);
+  CHECK(std::string(dtype_name(kBFloat16)) == "bfloat16");
+  CHECK(is_floating_point(kFloat16));
+  CHECK_FALSE(is_floating_point(kInt64));
+}
+
+TEST_CASE("type promotion follows PyTorch") {
+  CHECK(promote_types(kFloat16, kFloat32) == kFloat32);
+  CHECK(promote_types(kBFloat16, kFloat16) == kFloat32);
+  CHECK(promote_types(kBFloat16, kBFloat16) == kBFloat16);
+  CHECK(promote_types(kInt64, kFloat16) == kFloat16);
+  CHECK(promote_types(kBool, kInt64) == kInt64);
+  CHECK(promote_types(kFloat64, kFloat16) == kFloat64);
+  Tensor a = ones({2}, kFloat16), b = ones({2}, kFloat32);
+  CHECK((a + b).dtype() == kFloat32);
+  CHECK((ones({2}, kInt64) * 2.5).dtype() == kFloat32);
+  CHECK((ones({2}, kInt64) * 2.0).dtype() == kInt64);
+  CHECK((a * 3.0).dtype() == kFloat16);  // a scalar does not widen a tensor
+}
+
+TEST_CASE("float16 rounding is IEEE round-to-nearest-even") {
+  CHECK(bits(round_to<half>(65504.f)) == 0x7BFF);           // the largest finite half
+  CHECK(bits(round_to<half>(65519.f)) == 0x7BFF);           // below the midpoint to 65536
+  CHECK(bits(round_to<half>(65520.f)) == 0x7C00);           // the midpoint rounds to even: inf
+  CHECK(bits(round_to<half>(1e6f)) == 0x7C00);              // overflow
+  CHECK(bits(round_to<half>(std::ldexp(1.f, -24))) == 0x0001);  // smallest subnormal
+  CHECK(bits(round_to<half>(std::ldexp(1.f, -25))) == 0x0000);  // half of it: tie to even (0)
+  CHECK(bits(round_to<half>(3 * std::ldexp(1.f, -26))) == 0x0001);
+  CHECK(bits(round_to<half>(std::ldexp(1.f, -14))) == 0x0400);  // smallest normal
+  CHECK(bits(round_to<half>(1 + std::ldexp(1.f, -11))) == 0x3C00);      // tie -> even mantissa
+  CHECK(bits(round_to<half>(1 + 3 * std::ldexp(1.f, -11))) == 0x3C02);  // tie -> even (up)
+  CHECK(bits(round_to<half>(-2.f)) == 0xC000);
+  CHECK(std::isnan(float(round_to<half>(NAN))));
+}
+
+TEST_CASE("bfloat16 rounding is round-to-nearest-even on the top 16 bits") {
+  CHECK(bits(round_to<bfloat16>(1.f)) == 0x3F80);
+  CHECK(bits(round_to<bfloat16>(1 + std::ldexp(1.f, -8))) == 0x3F80);      // tie -> even
+  CHECK(bits(round_to<bfloat16>(1 + 3 * std::ldexp(1.f, -8))) == 0x3F82);  // tie -> even (up)
+  CHECK(bits(round_to<bfloat16>(3.3895314e38f)) == 0x7F7F);                // largest finite
+  CHECK(bits(round_to<bfloat16>(1e-40f)) != 0);  // float32 subnormals survive: same exponent range
+}
+
+TEST_CASE("half arithmetic computes in float32 and rounds once on store") {
+  // 1 + 2^-11 + 2^-11: in float32 the sum is 1 + 2^-10, exactly a half; rounding after each
+  // add (1 + 2^-11 -> 1) would give 1.
+  Tensor a = full({1}, 1.0, kFloat16), b = full({1}, std::ldexp(1.0, -10), kFloat32);
+  CHECK(float((a + b.to(kFloat16)).item<float>()) == doctest::Approx(1 + std::ldexp(1.0, -10)));
+  // exp(10) = 22026.47 -> nearest half is 22032 (spacing 16 at this magnitude)
+  CHECK(full({1}, 10.0, kFloat16).exp().item<float>() == 22032.f);
+}
+
+TEST_CASE("half matmul equals float32 matmul of the rounded inputs, rounded once") {
+  manual_seed(3);
+  for (DType t : {kFloat16, kBFloat16}) {
+    Tensor a = randn({37, 64}).to(t), b = randn({64, 29}).to(t);
+    Tensor ref = matmul(a.to(kFloat32), b.to(kFloat32)).to(t);
+    CHECK(to_vector<float>(matmul(a, b)) == to_vector<float>(ref));
+    // and against a float64 reference: error within one rounding of the output plus float32
+    // accumulation over K=64 terms (~64 * 2^-24 relative), far below the half ulp
+    std::vector<double> av = to_vector<double>(a), bv = to_vector<double>(b);
+    std::vector<float> got = to_vector<float>(matmul(a, b));
+    double ulp = t == kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+    for (int i = 0; i < 37; i += 7)
+      for (int j = 0; j < 29; j += 5) {
+        double exact = 0, mag = 0;
+        for (int k = 0; k < 64; ++k) { exact += av[i * 64 + k] * bv[k * 29 + j]; mag += std::abs(av[i * 64 + k] * bv[k * 29 + j]); }
+        CHECK(std::abs(got[i * 29 + j] - exact) <= std::abs(exact) * ulp + mag * 64 * std::ldexp(1.0, -24) + 1e-6);
+      }
+  }
+}
+
+TEST_CASE("views share storage") {
+  Tensor x = arange(0.0, 12.0, 1.0).reshape({3, 4});
+  Tensor t = x.t(), n = x.narrow(1, 1, 2), e = x.select(0, 1).unsqueeze(0).expand({5, 4});
+  CHECK(t.shares_storage(x));
+  CHECK(n.shares_storage(x));
+  CHECK(e.shares_storage(x));
+  CHECK_FALSE(t.is_contiguous());
+  CHECK(t.shape() == Shape{4, 3});
+  CHECK(n.storage_offset() == 1);
+  CHECK(e.strides()[0] == 0);
+  {
+    NoGradGuard g;
+    x.fill_(7);
+  }
+  CHECK(to_vector<float>(n) == std::vector<float>(6, 7.f));
+  Tensor c = t.contiguous();
+  CHECK_FALSE(c.shares_storage(x));
+  CHECK(x.view({4, 3}).shares_storage(x));
+  CHECK_THROWS_WITH_AS(t.view({12}), doctest::Contains("cannot be viewed as [12] without a copy"), Error);
+  CHECK_FALSE(t.reshape({12}).shares_storage(x));  // reshape copies when it must
+  CHECK(to_vector<float>(arange(0.0, 6.0, 1.0).reshape({2, 3}).t().reshape({6})) == std::vector<float>{0, 3, 1, 4, 2, 5});
+  CHECK(x.permute({1, 0}).strides() == Shape{1, 4});
+  CHECK(ones({2, 1, 3}).squeeze().shape() == Shape{2, 3});
+  CHECK(ones({2, 1, 3}).squeeze(1).shape() == Shape{2, 3});
+  CHECK(ones({2, 3, 4}).flatten(1).shape() == Shape{2, 12});
+  CHECK(ones({2, 3, 4}).reshape({-1, 4}).shape() == Shape{6, 4});
+}
+
+TEST_CASE("creation functions") {
+  CHECK(to_vector<float>(full({2}, 2.5)) == std::vector<float>{2.5f, 2.5f});
+  CHECK(to_vector<int64_t>(arange(5)) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(to_vector<float>(arange(1.0, 2.0, 0.25)) == std::vector<float>{1, 1.25f, 1.5f, 1.75f});
+  CHECK(zeros_like(ones({2, 3}, kFloat16)).dtype() == kFloat16);
+  CHECK(ones({2, 3}, TensorOptions(kFloat64).requires_grad()).requires_grad());
+}
+
+TEST_CASE("item and from_blob copy semantics") {
+  float raw[3] = {1, 2, 3};
+  Tensor b = from_blob(raw, {3}, kFloat32);
+  raw[0] = 9;
+  CHECK(to_vector<float>(b)[0] == 1.f);
+  CHECK_THROWS_WITH_AS(b.item<float>(), doctest::Contains("3 elements"), Error);
+  CHECK(b.narrow(0, 2, 1).item<double>() == 3.0);
+}
+
+TEST_CASE("randomness is reproducible and well-distributed") {
+  manual_seed(42);
+  std::vector<float> a = to_vector<float>(randn({1000}));
+  manual_seed(42);
+  std::vector<float> b = to_vector<float>(randn({1000}));
+  CHECK(a == b);
+  double m = 0, v = 0;
+  for (float x : a) m += x;
+  m /= a.size();
+  for (float x : a) v += (x - m) * (x - m);
+  v /= a.size();
+  CHECK(std::abs(m) < 0.1);  // 4 standard errors of the mean for n = 1000
+  CHECK(std::abs(v - 1) < 0.15);
+  Generator g(7);
+  std::vector<float> u = to_vector<float>(rand({1000}, {}, &g));
+  for (float x : u) REQUIRE((x >= 0 && x < 1));
+  std::vector<int64_t> r = to_vector<int64_t>(randint(3, 6, {500}));
+  for (int64_t x : r) REQUIRE((x >= 3 && x < 6));
+  std::vector<int64_t> p = to_vector<int64_t>(randperm(10, &g));
+  std::sort(p.begin(), p.end());
+  CHECK(p == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+}
+
+TEST_CASE("printing looks like PyTorch") {
+  CHECK(to_string(from_vector<float>({1, 2}, {1, 2}).to(kFloat16)) == "tensor([[1., 2.]], dtype=float16)");
+  CHECK(to_string(from_vector<float>({1.5f, -2.25f})) == "tensor([ 1.5000, -2.2500])");
+  CHECK(to_string(from_vector<int64_t>({3, 10})) == "tensor([ 3, 10])");
+  CHECK(to_string(from_vector<bool>({true, false})) == "tensor([ True, False])");
+  CHECK(to_string(scalar_tensor(0.5)) == "tensor(0.5000)");
+  CHECK(to_string(from_vector<float>({1, 2, 3, 4}, {2, 2})) == "tensor([[1., 2.],\n        [3., 4.]])");
+}
+
+TEST_CASE("errors name the op and the shapes") {
+  CHECK_THROWS_WITH_AS(matmul(ones({2, 3}), ones({4, 5})), "matmul: cannot multiply shapes [2, 3] and [4, 5]", Error);
+  CHECK_THROWS_WITH_AS(ones({2, 3}) + ones({4}), doctest::Contains("shapes [2, 3] and [4] cannot be broadcast"), Error);
+  CHECK_THROWS_WITH_AS(ones({2}).data_ptr<double>(), doctest::Contains("has dtype float32"), Error);
+  CHECK_THROWS_WITH_AS(ones({2}, kInt64).exp(), doctest::Contains("exp: not defined for dtype int64"), Error);
+  CHECK_THROWS_WITH_AS(ones({6}).reshape({4, -1}), doctest::Contains("shape [4, -1] is invalid for input of shape [6]"), Error);
+  CHECK_THROWS_WITH_AS(ones({2}).to(Device::cuda()), doctest::Contains("built without the CUDA backend"), Error);
+  CHECK_THROWS_AS(ones({2}, kInt64).requires_grad_(), Error);
+}
+
+TEST_CASE("copy_ casts and broadcasts into a strided destination") {
+  Tensor dst = zeros({3, 2});
+  {
+    NoGradGuard g;
+    dst.t().copy_(from_vector<double>({1, 2, 3}, {1, 3}));
+  }
+  CHECK(to_vector<float>(dst) == std::vector<float>{1, 1, 2, 2, 3, 3});
+}
