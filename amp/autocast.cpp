@@ -110,7 +110,7 @@ void Trace::print_summary(std::ostream& os) const {
   }
   os << "autocast trace: " << events_.size() << " op calls\n"
      << std::left << std::setw(15) << "op" << std::setw(26) << "inputs" << std::setw(10) << "ran in"
-     << std::setw(17) << "policy" << std::right << std::setw(7) << "calls" << std::setw(7) << "casts" << std::setw(11) << "cache hits\n";
+     << std::setw(17) << "policy" << std::right << std::setw(7) << "calls" << std::setw(7) << "casts" << std::setw(12) << "cache hits" << "\n";
   for (auto& [k, r] : rows)
     os << std::left << std::setw(15) << std::get<0>(k) << std::setw(26) << std::get<1>(k) << std::setw(10) << std::get<2>(k)
        << std::setw(17) << std::get<3>(k) << std::right << std::setw(7) << r.calls << std::setw(7) << r.casts << std::setw(10) << r.hits << "\n";

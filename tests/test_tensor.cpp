@@ -188,3 +188,22 @@ TEST_CASE("copy_ casts and broadcasts into a strided destination") {
   }
   CHECK(to_vector<float>(dst) == std::vector<float>{1, 1, 2, 2, 3, 3});
 }
+
+TEST_CASE("vectorised and scalar casts round identically") {
+  // Long contiguous arrays take the vector path; single elements the scalar one. Both must
+  // agree bit for bit on ordinary values, ties, subnormals, overflow and NaN.
+  manual_seed(9);
+  std::vector<float> v = to_vector<float>(randn({4096}) * 1000.0);
+  for (float s : {65504.f, 65520.f, 1e6f, std::ldexp(1.f, -25), 3 * std::ldexp(1.f, -26), 1 + std::ldexp(1.f, -11),
+                  1 + std::ldexp(1.f, -8), 3.3895314e38f, 1e-40f, -0.f, INFINITY, -INFINITY})
+    v.push_back(s);
+  Tensor t = from_vector<float>(v);
+  std::vector<half> h = to_vector<half>(t.to(kFloat16));
+  std::vector<bfloat16> b = to_vector<bfloat16>(t.to(kBFloat16));
+  for (size_t i = 0; i < v.size(); ++i) {
+    REQUIRE(bits(h[i]) == bits(round_to<half>(v[i])));
+    REQUIRE(bits(b[i]) == bits(round_to<bfloat16>(v[i])));
+  }
+  std::vector<float> back = to_vector<float>(t.to(kFloat16).to(kFloat32));
+  for (size_t i = 0; i < v.size(); ++i) REQUIRE(back[i] == float(h[i]));  // widening is exact
+}

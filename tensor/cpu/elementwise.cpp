@@ -209,10 +209,22 @@ void copy_(const Tensor& dst, const Tensor& src) {
   broadcast_shapes("copy_", dst.shape(), src.shape());
   AMPGRAD_CHECK(numel_of(broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
                 "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
+  // Contiguous float <-> float casts (every autocast and every half GEMM's widening) go through
+  // Eigen's vectorised conversions (F16C for float16): same round-to-nearest-even, ~8x faster.
+  const bool vector_cast = dst.is_floating_point() && src.is_floating_point() && dst.shape() == src.shape() &&
+                           dst.is_contiguous() && src.is_contiguous();
   dispatch(dst.dtype(), [&](auto dtag) {
     using D = typename decltype(dtag)::type;
     dispatch(src.dtype(), [&](auto stag) {
       using S = typename decltype(stag)::type;
+      if constexpr (!std::is_same_v<opmath_t<D>, int64_t> && !std::is_same_v<opmath_t<S>, int64_t>) {
+        if (vector_cast) {
+          using Vec = Eigen::Array<D, Eigen::Dynamic, 1>;
+          Eigen::Map<Vec>((D*)dst.raw_data(), dst.numel()) =
+              Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>((const S*)src.raw_data(), src.numel()).template cast<D>();
+          return;
+        }
+      }
       // through the wider math type: half -> float -> half keeps the bits; float -> half rounds once
       map_into<D, S>(dst, src, [](S v) { return static_cast<D>(static_cast<opmath_t<S>>(v)); });
     });

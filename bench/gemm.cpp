@@ -1,0 +1,187 @@
+// gemm.cpp — speed of the GEMM path and of one MLP training step, on the CPU (Google Benchmark).
+// Holds: this CPU's measured FMA peak, float32 matmul at 256..2048 on 1 and 2 threads as GFLOP/s
+// and as a fraction of that peak, the emulated tensor-core matmul in float16/bfloat16 (widen to
+// float32, float32 GEMM, round once), and one forward+backward of the 784-512-512-10 MLP in
+// float32 and under CPU autocast. Leaves out: correctness (tests/), whole epochs (scripts/bench.sh).
+//
+//   build/bench/gemm --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//   build/bench/gemm --benchmark_filter='matmul/f32'
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include "amp/autocast.h"
+#include "autograd/ops.h"
+#include "nn/nn.h"
+#include "tensor/threads.h"
+
+namespace {
+using namespace ampgrad;
+
+// ---- the FMA-throughput peak ----
+// Twelve independent accumulator chains: an FMA has ~4 cycles of latency and the core issues two
+// per cycle, so at least 8 chains are needed to keep both FMA pipes busy. One 8-lane fma is 16
+// flops. Compiled with the library's own vector flags (-mavx2 -mfma), so it is the peak of the
+// same instructions Eigen's GEMM kernel uses.
+constexpr int kChains = 12;
+
+// Runs `iters` rounds on one thread; returns the flops done.
+double fma_loop(int64_t iters) {
+#if defined(__AVX2__) && defined(__FMA__)
+  // Named variables, not an array: GCC keeps an array of __m256 on the stack, and the chains
+  // would then run at store-to-load speed instead of FMA speed.
+  __m256 a0 = _mm256_set1_ps(0), a1 = _mm256_set1_ps(1), a2 = _mm256_set1_ps(2), a3 = _mm256_set1_ps(3),
+         a4 = _mm256_set1_ps(4), a5 = _mm256_set1_ps(5), a6 = _mm256_set1_ps(6), a7 = _mm256_set1_ps(7),
+         a8 = _mm256_set1_ps(8), a9 = _mm256_set1_ps(9), a10 = _mm256_set1_ps(10), a11 = _mm256_set1_ps(11);
+  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-6f);
+  for (int64_t n = 0; n < iters; ++n) {
+    a0 = _mm256_fmadd_ps(a0, mul, add); a1 = _mm256_fmadd_ps(a1, mul, add); a2 = _mm256_fmadd_ps(a2, mul, add);
+    a3 = _mm256_fmadd_ps(a3, mul, add); a4 = _mm256_fmadd_ps(a4, mul, add); a5 = _mm256_fmadd_ps(a5, mul, add);
+    a6 = _mm256_fmadd_ps(a6, mul, add); a7 = _mm256_fmadd_ps(a7, mul, add); a8 = _mm256_fmadd_ps(a8, mul, add);
+    a9 = _mm256_fmadd_ps(a9, mul, add); a10 = _mm256_fmadd_ps(a10, mul, add); a11 = _mm256_fmadd_ps(a11, mul, add);
+    // keeps the compiler from folding rounds together (the chains stay in registers)
+    asm volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8),
+                 "+x"(a9), "+x"(a10), "+x"(a11));
+  }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+  s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  benchmark::DoNotOptimize(out[0]);
+  return double(iters) * kChains * 8 * 2;
+#else
+  (void)iters;
+  return 0;  // no AVX2/FMA: no peak to measure; the fraction counters are left out
+#endif
+}
+
+// Flops done by `threads` threads each running fma_loop(iters) at once.
+double fma_parallel(int threads, int64_t iters) {
+  double flops = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+  flops += fma_loop(iters);
+  return flops;
+}
+
+// Peak GFLOP/s on `threads` threads, measured once per thread count (best of 5 × ~0.1 s).
+double measured_peak_gflops(int threads) {
+  static std::map<int, double> cache;
+  if (auto it = cache.find(threads); it != cache.end()) return it->second;
+  const int64_t iters = 2'000'000;  // ~0.1 s at ~3 GHz
+  fma_parallel(threads, iters / 10);  // wake the threads and the clocks
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    double flops = fma_parallel(threads, iters);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, flops / s * 1e-9);
+  }
+  return cache[threads] = best;
+}
+
+void fma_peak(benchmark::State& state) {
+  const int threads = int(state.range(0));
+  const int64_t iters = 200'000;
+  double flops = 0;
+  for (auto _ : state) flops += fma_parallel(threads, iters);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsRate);
+  state.SetLabel("avx2 fma, " + std::to_string(kChains) + " chains/thread");
+}
+BENCHMARK(fma_peak)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// ---- matmul: (n, n) @ (n, n) ----
+// Arguments: n, threads. The inputs are made in the benchmarked dtype, so a half matmul times
+// the whole emulated tensor-core path: widen both inputs, float32 GEMM, round the result once.
+void matmul_n(benchmark::State& state, DType dtype) {
+  const int64_t n = state.range(0);
+  const int threads = int(state.range(1));
+  set_num_threads(threads);
+  manual_seed(0);
+  Tensor a = randn({n, n}).to(dtype), b = randn({n, n}).to(dtype);
+  NoGradGuard no_grad;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    Tensor c = matmul(a, b);
+    benchmark::DoNotOptimize(c.raw_data());
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double flops_per_iter = 2.0 * n * n * n;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops_per_iter * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+  // fraction of the FMA peak on as many threads: a plain number (GFLOP/s ÷ peak), timed by the
+  // same wall clock around the loop, since a rate counter would print as "x/s"
+  if (double peak = measured_peak_gflops(threads); peak > 0)
+    state.counters["of_peak"] = flops_per_iter * 1e-9 * double(state.iterations()) / seconds / peak;
+  set_num_threads(0);
+}
+
+void gemm_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "threads"});
+  for (int threads : {1, 2})
+    for (int64_t n : {256, 512, 1024, 2048}) b->Args({n, threads});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_CAPTURE(matmul_n, f32, kFloat32)->Apply(gemm_args);
+BENCHMARK_CAPTURE(matmul_n, f16, kFloat16)->Apply(gemm_args);
+BENCHMARK_CAPTURE(matmul_n, bf16, kBFloat16)->Apply(gemm_args);
+
+// ---- one training step of the MNIST MLP: forward, cross-entropy, backward (no optimizer) ----
+// x (128, 784), y (128); model 784-512-512-10 with ReLU. `amp` off = float32; else CPU autocast
+// in that dtype, as the trainer runs it (parameters stay float32 master weights). Argument: threads.
+void mlp_step(benchmark::State& state, std::optional<DType> amp_dtype) {
+  const int threads = int(state.range(0));
+  set_num_threads(threads);
+  manual_seed(0);
+  using std::make_shared;
+  auto model = make_shared<nn::Sequential>(make_shared<nn::Linear>(784, 512), make_shared<nn::ReLU>(),
+                                           make_shared<nn::Linear>(512, 512), make_shared<nn::ReLU>(),
+                                           make_shared<nn::Linear>(512, 10));
+  const int64_t N = 128;
+  Tensor x = rand({N, 784});                 // (N, 784) in [0, 1), like the images
+  Tensor y = randint(0, 10, {N});            // (N)
+  for (auto _ : state) {
+    model->zero_grad();
+    Tensor loss;
+    {
+      amp::autocast ac(DeviceType::CPU, amp_dtype.value_or(kBFloat16), amp_dtype.has_value());
+      loss = cross_entropy(model->forward(x), y);
+    }
+    loss.backward();
+    benchmark::DoNotOptimize(loss.raw_data());
+  }
+  // 3 GEMMs per layer (forward, dx, dW) of 2·N·Din·Dout flops each, less the first layer's dx,
+  // which is skipped (x needs no gradient). Elementwise work is not counted.
+  const double fwd = 2.0 * N * (784.0 * 512 + 512.0 * 512 + 512.0 * 10);
+  const double step_flops = fwd * 3 - 2.0 * N * 784 * 512;
+  state.counters["GFLOP/s"] = benchmark::Counter(step_flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["samples/s"] = benchmark::Counter(double(N) * double(state.iterations()), benchmark::Counter::kIsRate);
+  set_num_threads(0);
+}
+BENCHMARK_CAPTURE(mlp_step, f32, std::nullopt)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mlp_step, amp_f16, std::optional<DType>(kFloat16))->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mlp_step, amp_bf16, std::optional<DType>(kBFloat16))->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+// Measures the peaks first, while nothing else of ours runs, and prints them in the context
+// block (and the JSON's "context"), so every of_peak figure can be checked against them.
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  for (int threads : {1, 2}) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", measured_peak_gflops(threads));
+    benchmark::AddCustomContext("fma_peak_gflops_" + std::to_string(threads) + "t", buf);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""torch_epoch.py: the PyTorch peer of `build/examples/mnist --epochs 1`, for scripts/bench.sh.
+
+Trains one epoch of the same model on the same IDX files with the same recipe (batch 128,
+SGD lr 0.05 momentum 0.9, shuffled, images in [0, 1] without normalisation) and prints the
+training loop's seconds, timed as the ampgrad trainer times them (data loading and the
+evaluation pass are not counted). Leaves out: evaluation, checkpoints, anything but speed.
+
+    OMP_NUM_THREADS=2 /usr/bin/python3 bench/torch_epoch.py --model mlp
+    OMP_NUM_THREADS=2 /usr/bin/python3 bench/torch_epoch.py --model cnn --amp bf16
+
+The last line is `torch_epoch model=... amp=... seconds=S train_loss=L`, for the script to read.
+"""
+import argparse
+import ctypes
+import gzip
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def read_idx(path):
+    """An IDX file (raw or .gz) as a numpy array: magic (0, 0, type, ndim), big-endian dims, data."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    assert data[0] == 0 and data[1] == 0 and data[2] == 0x08, f"{path}: not an unsigned-byte IDX file"
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def find(data_dir, stem):
+    for name in (stem + ".gz", stem):
+        p = os.path.join(data_dir, name)
+        if os.path.exists(p):
+            return p
+    sys.exit(f"torch_epoch: no {stem}[.gz] in {data_dir}")
+
+
+def make_model(name):
+    if name == "mlp":  # 784-512-512-10
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    # conv5x5(32)-relu-maxpool2-conv5x5(64)-relu-maxpool2-fc(128)-relu-fc(10)
+    return nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.MaxPool2d(2),   # (N, 32, 12, 12)
+                         nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),  # (N, 64, 4, 4)
+                         nn.Flatten(), nn.Linear(64 * 4 * 4, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def blas_report():
+    """Which BLAS torch's float32 GEMM goes to, read from the libraries this process mapped."""
+    a = torch.randn(64, 64)
+    _ = a @ a  # loads the BLAS if it is loaded lazily
+    libs = sorted({line.split()[-1] for line in open("/proc/self/maps")
+                   if len(line.split()) >= 6 and any(k in line.split()[-1].lower() for k in ("blas", "mkl", "lapack", "omp"))})
+    config = torch.__config__.show()
+    blas_info = next((part.strip() for part in config.replace("\n", ",").split(",") if "BLAS_INFO" in part), "BLAS_INFO=?")
+    print(f"torch {torch.__version__}; {blas_info}; threads={torch.get_num_threads()}; mkldnn={torch.backends.mkldnn.is_available()}")
+    openblas = [l for l in libs if "openblas" in l.lower()]
+    for l in libs:
+        print(f"  mapped: {l}")
+    if openblas:
+        try:
+            lib = ctypes.CDLL(openblas[0])
+            lib.openblas_get_config.restype = ctypes.c_char_p
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            print(f"  OpenBLAS: {lib.openblas_get_config().decode()}; kernel {lib.openblas_get_corename().decode()}; "
+                  f"threads {lib.openblas_get_num_threads()}")
+        except (OSError, AttributeError) as e:
+            print(f"  OpenBLAS mapped, but its config could not be read: {e}")
+    else:
+        print("WARNING: torch does not use OpenBLAS here (none mapped): the comparison is against another BLAS", file=sys.stderr)
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        if var in os.environ:
+            print(f"  env {var}={os.environ[var]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--amp", choices=["off", "bf16"], default="off", help="CPU autocast (PyTorch 1.13's CPU autocast is bf16 only)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--limit-train", type=int, default=0, help="use only the first N samples (0: all)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quiet", action="store_true", help="skip the BLAS report")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    if not args.quiet:
+        blas_report()
+
+    images = read_idx(find(args.data, "train-images-idx3-ubyte"))
+    labels = read_idx(find(args.data, "train-labels-idx1-ubyte"))
+    if args.limit_train > 0:
+        images, labels = images[:args.limit_train], labels[:args.limit_train]
+    x_all = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)  # (N, 1, 28, 28)
+    y_all = torch.from_numpy(labels.astype(np.int64))                         # (N)
+
+    model = make_model(args.model)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    model.train()
+    n = x_all.shape[0]
+    t0 = time.perf_counter()
+    order = torch.randperm(n)
+    loss_sum = torch.zeros(())
+    batches = 0
+    for start in range(0, n, args.batch_size):
+        idx = order[start:start + args.batch_size]
+        x, y = x_all[idx], y_all[idx]  # gathered into fresh tensors, as ampgrad's DataLoader does
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp == "bf16"):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        loss_sum += loss.detach().float()
+        batches += 1
+    seconds = time.perf_counter() - t0
+    print(f"torch_epoch model={args.model} amp={args.amp} seconds={seconds:.3f} train_loss={loss_sum.item() / batches:.4f}")
+
+
+if __name__ == "__main__":
+    main()
