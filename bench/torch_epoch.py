@@ -15,6 +15,7 @@ import argparse
 import ctypes
 import gzip
 import os
+import re
 import sys
 import time
 
@@ -59,7 +60,7 @@ def blas_report():
     libs = sorted({line.split()[-1] for line in open("/proc/self/maps")
                    if len(line.split()) >= 6 and any(k in line.split()[-1].lower() for k in ("blas", "mkl", "lapack", "omp"))})
     config = torch.__config__.show()
-    blas_info = next((part.strip() for part in config.replace("\n", ",").split(",") if "BLAS_INFO" in part), "BLAS_INFO=?")
+    blas_info = "BLAS_INFO=" + (re.search(r"BLAS_INFO=(\w+)", config) or ["", "?"])[1]
     print(f"torch {torch.__version__}; {blas_info}; threads={torch.get_num_threads()}; mkldnn={torch.backends.mkldnn.is_available()}")
     openblas = [l for l in libs if "openblas" in l.lower()]
     for l in libs:

@@ -6,16 +6,14 @@
 //   dispatch(t, [&](auto tag) { using T = typename decltype(tag)::type; ... });
 #pragma once
 #include <Eigen/Core>
+
+#include "tensor/dtype_enum.h"
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
 namespace ampgrad {
 
-enum class DType : uint8_t { Float32, Float64, Float16, BFloat16, Int64, Bool };
-inline constexpr DType kFloat32 = DType::Float32, kFloat64 = DType::Float64,
-                       kFloat16 = DType::Float16, kBFloat16 = DType::BFloat16,
-                       kInt64 = DType::Int64, kBool = DType::Bool;
 
 using half = Eigen::half;
 using bfloat16 = Eigen::bfloat16;

@@ -9,23 +9,40 @@
 #include <sstream>
 
 #include "tensor/kernels.h"
+#ifdef AMPGRAD_WITH_CUDA
+#include "tensor/cuda/runtime.h"
+#endif
 
 namespace ampgrad {
 
 const char* device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu" : "cuda"; }
 
-namespace cuda {
-bool is_available() { return false; }  // replaced when the CUDA backend is built (issue: CUDA)
+#ifndef AMPGRAD_WITH_CUDA
+namespace cuda {  // without the backend: no devices (tensor/cuda/runtime.cpp otherwise)
+bool is_available() { return false; }
 int device_count() { return 0; }
 }  // namespace cuda
+#endif
 
 Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
-  AMPGRAD_CHECK(d.is_cpu(), "cannot allocate on " << d.str() << ": ampgrad was built without the CUDA backend");
+  if (d.is_cuda()) {
+#ifdef AMPGRAD_WITH_CUDA
+    data = cuda::allocate(n, d.index);
+    return;
+#else
+    AMPGRAD_CHECK(false, "cannot allocate on " << d.str() << ": ampgrad was built without the CUDA backend");
+#endif
+  }
   // 64-byte alignment: a cache line, and enough for any vector load.
   data = std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64));
   AMPGRAD_CHECK(data, "out of memory allocating " << n << " bytes");
 }
-Storage::~Storage() { std::free(data); }
+Storage::~Storage() {
+#ifdef AMPGRAD_WITH_CUDA
+  if (device.is_cuda()) return cuda::deallocate(data, device.index);
+#endif
+  std::free(data);
+}
 
 Shape contiguous_strides(const Shape& shape) {
   Shape s(shape.size());

@@ -29,11 +29,6 @@ Shape broadcast_strides(const Tensor& t, const Shape& out) {
   return s;
 }
 
-void require_cpu(const char* op, const Tensor& t) {
-  AMPGRAD_CHECK(t.device().is_cpu(), op << ": tensor is on " << t.device().str()
-                                        << " but ampgrad was built without the CUDA backend");
-}
-
 // out[i] = f(x[i]) for tensors of any geometry; Out and In are storage types.
 template <class Out, class In, class F>
 static void map_into(const Tensor& out, const Tensor& x, F f) {
@@ -69,17 +64,8 @@ static void zip_into(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
 
 }  // namespace ampgrad::cpu
 
-namespace ampgrad::kernels {
-using namespace ampgrad::cpu;
-
-const char* unary_name(Unary op) {
-  static const char* names[] = {"neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu"};
-  return names[(int)op];
-}
-const char* binary_name(Binary op) {
-  static const char* names[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge", "relu_backward", "gelu_backward"};
-  return names[(int)op];
-}
+namespace ampgrad::cpu {
+using namespace ampgrad::kernels;
 
 // Calls body(f) with the functor of `op` over math type A; one switch per call, none per element.
 template <class A, class Body> static void with_unary(Unary op, Body body) {
@@ -97,7 +83,6 @@ template <class A, class Body> static void with_unary(Unary op, Body body) {
 }
 
 Tensor unary(Unary op, const Tensor& x) {
-  require_cpu(unary_name(op), x);
   bool signed_int_ok = op == Unary::neg || op == Unary::abs || op == Unary::relu;
   AMPGRAD_CHECK(x.is_floating_point() || (signed_int_ok && x.dtype() == kInt64),
                 unary_name(op) << ": not defined for dtype " << dtype_name(x.dtype()));
@@ -112,7 +97,6 @@ Tensor unary(Unary op, const Tensor& x) {
 }
 
 Tensor pow_scalar(const Tensor& x, double p) {
-  require_cpu("pow", x);
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating("pow", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -125,7 +109,6 @@ Tensor pow_scalar(const Tensor& x, double p) {
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
-  require_cpu("clamp", x);
   Tensor out = empty(x.shape(), x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -162,8 +145,6 @@ template <class A, class Body> static void with_binary(Binary op, Body body) {
 
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
   const char* name = binary_name(op);
-  require_cpu(name, a);
-  require_cpu(name, b);
   AMPGRAD_CHECK(a.dtype() == b.dtype(), name << ": dtypes differ (" << dtype_name(a.dtype()) << " and "
                                              << dtype_name(b.dtype()) << "); promote before the kernel");
   bool compare = op >= Binary::eq && op <= Binary::ge;
@@ -185,7 +166,6 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  require_cpu("where", cond);
   AMPGRAD_CHECK(cond.dtype() == kBool, "where: condition must be bool, got " << dtype_name(cond.dtype()));
   AMPGRAD_CHECK(a.dtype() == b.dtype(), "where: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
   Shape shape = broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
@@ -204,8 +184,6 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {
-  require_cpu("copy_", dst);
-  require_cpu("copy_", src);
   broadcast_shapes("copy_", dst.shape(), src.shape());
   AMPGRAD_CHECK(numel_of(broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
                 "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
@@ -232,7 +210,6 @@ void copy_(const Tensor& dst, const Tensor& src) {
 }
 
 void fill_(const Tensor& dst, double value) {
-  require_cpu("fill_", dst);
   dispatch(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T v = static_cast<T>(static_cast<opmath_t<T>>(value));
@@ -244,8 +221,6 @@ void fill_(const Tensor& dst, double value) {
 }
 
 void axpy_(const Tensor& y, const Tensor& x, double alpha) {
-  require_cpu("add_", y);
-  require_cpu("add_", x);
   AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
   AMPGRAD_CHECK(broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
                 "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
@@ -260,7 +235,6 @@ void axpy_(const Tensor& y, const Tensor& x, double alpha) {
 }
 
 void scale_(const Tensor& y, double factor) {
-  require_cpu("mul_", y);
   dispatch(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
@@ -271,4 +245,4 @@ void scale_(const Tensor& y, double factor) {
   });
 }
 
-}  // namespace ampgrad::kernels
+}  // namespace ampgrad::cpu

@@ -6,13 +6,12 @@
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
 
-namespace ampgrad::kernels {
-using namespace ampgrad::cpu;
+namespace ampgrad::cpu {
+using namespace ampgrad::kernels;
 
 static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) { return (in + 2 * pad - k) / stride + 1; }
 
 static Tensor contiguous4d(const char* op, const Tensor& x) {
-  require_cpu(op, x);
   AMPGRAD_CHECK(x.dim() == 4, op << ": expected an (N, C, H, W) tensor, got shape " << shape_str(x.shape()));
   if (x.is_contiguous()) return x;
   Tensor c = empty(x.shape(), x.dtype());
@@ -51,7 +50,6 @@ Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) 
 
 // The adjoint of im2col: every column entry is added back to the pixel it was read from.
 Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
-  require_cpu("conv2d", cols_in);
   Tensor cols = cols_in;
   if (!cols.is_contiguous()) { cols = empty(cols_in.shape(), cols_in.dtype()); copy_(cols, cols_in); }
   const int64_t N = x_shape[0], C = x_shape[1], H = x_shape[2], W = x_shape[3];
@@ -116,4 +114,4 @@ std::pair<Tensor, Tensor> max_pool2d(const Tensor& x_in, int64_t k, int64_t s) {
   return {out, idx};
 }
 
-}  // namespace ampgrad::kernels
+}  // namespace ampgrad::cpu

@@ -5,14 +5,13 @@
 #pragma once
 #include <array>
 
-#include "tensor/tensor.h"
+#include "tensor/backends.h"
 
 namespace ampgrad::cpu {
 
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // Strides that read `t` as if it had shape `out` (broadcast dims get stride 0).
 Shape broadcast_strides(const Tensor& t, const Shape& out);
-void require_cpu(const char* op, const Tensor& t);
 
 // Calls run(ptrs, inner_strides, n) for each innermost run, where ptrs[k] points at the run's
 // first element of operand k. Operands are (base pointer, element size, strides over `shape`).

@@ -5,8 +5,8 @@
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
 
-namespace ampgrad::kernels {
-using namespace ampgrad::cpu;
+namespace ampgrad::cpu {
+using namespace ampgrad::kernels;
 
 namespace {
 template <class T, int Order> using MatMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
@@ -48,8 +48,6 @@ Tensor contiguous_copy(const Tensor& x) {
 }  // namespace
 
 Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
-  require_cpu("matmul", a_in);
-  require_cpu("matmul", b_in);
   AMPGRAD_CHECK(a_in.dtype() == b_in.dtype(), "matmul: dtypes differ (" << dtype_name(a_in.dtype()) << " and " << dtype_name(b_in.dtype()) << ")");
   require_floating("matmul", a_in.dtype());
   AMPGRAD_CHECK(a_in.dim() == b_in.dim() && (a_in.dim() == 2 || a_in.dim() == 3) &&
@@ -86,4 +84,4 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
-}  // namespace ampgrad::kernels
+}  // namespace ampgrad::cpu

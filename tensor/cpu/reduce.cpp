@@ -9,8 +9,8 @@
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
 
-namespace ampgrad::kernels {
-using namespace ampgrad::cpu;
+namespace ampgrad::cpu {
+using namespace ampgrad::kernels;
 
 // accumulator type: double for float32/float64 sums, float for half, int64 for integers
 template <class T> using acc_t = std::conditional_t<std::is_floating_point_v<opmath_t<T>>, std::conditional_t<std::is_same_v<opmath_t<T>, float> && !std::is_same_v<T, float>, float, double>, int64_t>;
@@ -48,7 +48,6 @@ static Tensor contiguous_copy(const Tensor& x) {
 }
 
 Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
-  require_cpu("sum", x);
   Shape red = dims_in.empty() ? Shape() : normalize_dims("sum", dims_in, x.dim());
   if (dims_in.empty()) { red.resize(x.dim()); std::iota(red.begin(), red.end(), 0); }
   auto [moved, out_shape] = move_reduced_last(x, red, keepdim);
@@ -84,7 +83,6 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
 
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
   const char* op = is_min ? "min" : "max";
-  require_cpu(op, x);
   Shape red = normalize_dims(op, {dim}, x.dim());
   AMPGRAD_CHECK(x.numel() > 0 && (x.dim() == 0 || x.shape()[red[0]] > 0), op << ": cannot reduce an empty dimension of shape " << shape_str(x.shape()));
   auto [moved, out_shape] = move_reduced_last(x, red, keepdim);
@@ -133,7 +131,6 @@ template <class F> static void walk_index(const char* op, const Shape& shape, in
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  require_cpu("gather", x);
   dim = normalize_dims("gather", {dim}, x.dim())[0];
   Tensor xc = contiguous_copy(x), out = empty(index.shape(), x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
@@ -146,7 +143,6 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
-  require_cpu("scatter_add", src);
   dim = normalize_dims("scatter_add", {dim}, (int64_t)shape.size())[0];
   AMPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(index.shape()) << " differ");
   Tensor out = zeros(shape, src.dtype()), sc = contiguous_copy(src);
@@ -161,4 +157,4 @@ Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const T
   return out;
 }
 
-}  // namespace ampgrad::kernels
+}  // namespace ampgrad::cpu

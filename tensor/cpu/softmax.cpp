@@ -5,12 +5,11 @@
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
 
-namespace ampgrad::kernels {
-using namespace ampgrad::cpu;
+namespace ampgrad::cpu {
+using namespace ampgrad::kernels;
 
 Tensor softmax_lastdim(const Tensor& x_in, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
-  require_cpu(op, x_in);
   AMPGRAD_CHECK(x_in.dim() >= 1, op << ": needs at least one dim");
   Tensor x = x_in;
   if (!x.is_contiguous()) { x = empty(x_in.shape(), x_in.dtype()); copy_(x, x_in); }
@@ -39,4 +38,4 @@ Tensor softmax_lastdim(const Tensor& x_in, bool log) {
   return out;
 }
 
-}  // namespace ampgrad::kernels
+}  // namespace ampgrad::cpu

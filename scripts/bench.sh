@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# bench.sh — ampgrad's speed measurements: GEMM against this CPU's FMA peak (bench/gemm.cpp),
+# and whole Fashion-MNIST epochs against PyTorch (bench/torch_epoch.py) measured in the same run,
+# alternating, reported as medians and ratios. Speed only: correctness is scripts/test.sh's.
+#
+#   scripts/bench.sh gemm            # GEMM + MLP-step table (Google Benchmark, medians of 5)
+#   scripts/bench.sh mlp             # MLP epoch, ampgrad vs PyTorch, 3 runs each, alternating
+#   scripts/bench.sh cnn             # CNN epoch, 1 run each (PyTorch takes ~30 s here)
+#   scripts/bench.sh amp             # ampgrad's fp16/bf16 autocast epochs vs its float32 epoch
+#   scripts/bench.sh amp --torch-amp # ... and PyTorch's CPU bf16 autocast epoch beside them
+#   scripts/bench.sh all --wait-quiet
+#
+# Results (raw JSON, per-run logs) go to build/bench-results/. Two cores: never run two
+# benchmarks at once, and let nothing else run during one (--wait-quiet waits for the load).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage() {
+  cat <<'EOF'
+usage: scripts/bench.sh [gemm|mlp|cnn|amp|all]... [options]
+  --runs N          epoch runs per side for mlp and amp (default 3)
+  --cnn-runs N      epoch runs per side for cnn (default 1)
+  --amp-model M     model of the amp section: mlp | cnn (default mlp)
+  --torch-amp       amp section: also PyTorch's float32 and CPU bf16 autocast epochs (slow for cnn)
+  --reps N          Google Benchmark repetitions for gemm (default 5; medians reported)
+  --filter REGEX    Google Benchmark filter for gemm (default: all)
+  --limit-train N   train on the first N samples only (smoke tests; figures then not comparable)
+  --threads N       threads for both sides (default 2)
+  --wait-quiet      wait (up to 10 min) for the 1-minute load average to drop below 0.5
+  --no-build        skip the build
+EOF
+}
+
+sections=() runs=3 cnn_runs=1 amp_model=mlp torch_amp=0 reps=5 filter="" limit=0 threads=2 wait_quiet=0 build=1
+while (($#)); do
+  case "$1" in
+    gemm | mlp | cnn | amp) sections+=("$1") ;;
+    all) sections+=(gemm mlp cnn amp) ;;
+    --runs) runs=$2; shift ;;
+    --cnn-runs) cnn_runs=$2; shift ;;
+    --amp-model) amp_model=$2; shift ;;
+    --torch-amp) torch_amp=1 ;;
+    --reps) reps=$2; shift ;;
+    --filter) filter=$2; shift ;;
+    --limit-train) limit=$2; shift ;;
+    --threads) threads=$2; shift ;;
+    --wait-quiet) wait_quiet=1 ;;
+    --no-build) build=0 ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "bench.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+((${#sections[@]})) || sections=(gemm mlp)
+
+out=build/bench-results
+PY=/usr/bin/python3  # Debian's: the one python3-torch and python3-numpy are installed for
+export OMP_NUM_THREADS=$threads  # one pool per process, sized to the cores, for both sides
+
+# ---- helpers ----
+load1() { cut -d' ' -f1 /proc/loadavg; }
+check_quiet() {
+  if ((wait_quiet)); then
+    local waited=0
+    while awk -v l="$(load1)" 'BEGIN { exit !(l >= 0.5) }' && ((waited < 600)); do
+      ((waited == 0)) && echo "waiting for load < 0.5 (now $(load1)) ..."
+      sleep 15; waited=$((waited + 15))
+    done
+  fi
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  if awk -v l="$(load1)" 'BEGIN { exit !(l >= 0.5) }'; then
+    echo "WARNING: the machine is busy (1-min load $(load1) >= 0.5): timings below are not trustworthy"
+  fi
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
+have_torch() { "$PY" -c 'import torch' 2>/dev/null; }
+
+# One ampgrad epoch: prints the training loop's seconds (the trainer's own timer, from --metrics).
+ampgrad_epoch() {  # model amp tag
+  local csv="$out/ampgrad-$1-$2-$3.csv" log="$out/ampgrad-$1-$2-$3.log"
+  local extra=()
+  ((limit > 0)) && extra+=(--limit-train "$limit" --limit-test 1000)
+  build/examples/mnist --dataset fashion --model "$1" --amp "$2" --epochs 1 --batch-size 128 --optimizer sgd \
+    --lr 0.05 --momentum 0.9 --threads "$threads" --metrics "$csv" "${extra[@]}" >"$log" 2>&1 ||
+    { echo "ampgrad epoch failed, see $log" >&2; cat "$log" >&2; return 1; }
+  tail -n 1 "$csv" | cut -d, -f5
+}
+
+# One PyTorch epoch: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for this command alone (they slow
+# a current OpenBLAS; the OpenBLAS line of the report says which kernel it then runs).
+torch_epoch() {  # model amp tag [--quiet]
+  local log="$out/torch-$1-$2-$3.log"
+  local extra=()
+  ((limit > 0)) && extra+=(--limit-train "$limit")
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" bench/torch_epoch.py --model "$1" --amp "$2" --threads "$threads" \
+    "${extra[@]}" "${@:4}" >"$log" 2>&1 || { echo "PyTorch epoch failed, see $log" >&2; cat "$log" >&2; return 1; }
+  grep -q '^WARNING' "$log" && grep '^WARNING' "$log" >&2
+  sed -n 's/^torch_epoch .* seconds=\([0-9.]*\) .*/\1/p' "$log"
+}
+
+# Alternates ampgrad and PyTorch epochs of one model, n runs each; prints the medians and ratio.
+compare_epochs() {  # model n
+  local model=$1 n=$2 a=() t=()
+  echo
+  echo "== $model epoch, Fashion-MNIST $( ((limit > 0)) && echo "first $limit" || echo 60000 ), batch 128, SGD(0.05, 0.9), $threads threads: ampgrad vs PyTorch, $n run(s) each, alternating"
+  if ! have_torch; then
+    echo "PyTorch is not importable by $PY (apt-get install python3-torch): ampgrad only"
+  else
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" bench/torch_epoch.py --model "$model" --limit-train 256 >"$out/torch-blas.log" 2>&1 || true
+    grep -v '^torch_epoch' "$out/torch-blas.log" | sed 's/^/  /'
+  fi
+  check_quiet
+  for ((i = 1; i <= n; i++)); do
+    a+=("$(ampgrad_epoch "$model" off "$i")")
+    printf '  run %d: ampgrad %6.2f s' "$i" "${a[-1]}"
+    if have_torch; then
+      t+=("$(torch_epoch "$model" off "$i" --quiet)")
+      printf '   PyTorch %6.2f s' "${t[-1]}"
+    fi
+    echo
+  done
+  local am tm
+  am=$(printf '%s\n' "${a[@]}" | median)
+  if have_torch; then
+    tm=$(printf '%s\n' "${t[@]}" | median)
+    printf '  median: ampgrad %.2f s   PyTorch %.2f s   ampgrad/PyTorch %s\n' "$am" "$tm" "$(ratio "$am" "$tm")"
+  else
+    printf '  median: ampgrad %.2f s\n' "$am"
+  fi
+}
+
+section_gemm() {
+  echo
+  echo "== GEMM and MLP step (bench/gemm.cpp), median of $reps repetitions"
+  check_quiet
+  local json="$out/gemm.json"
+  build/bench/gemm --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+    ${filter:+--benchmark_filter="$filter"} --benchmark_format=json --benchmark_out="$json" --benchmark_out_format=json >/dev/null
+  "$PY" - "$json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ctx = d["context"]
+print(f"  {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz (nominal); measured AVX2 FMA peak: "
+      f"{ctx.get('fma_peak_gflops_1t', '?')} GFLOP/s on 1 thread, {ctx.get('fma_peak_gflops_2t', '?')} on 2")
+med = {b["run_name"]: b for b in d["benchmarks"] if b.get("aggregate_name") == "median"}
+cv = {b["run_name"]: b for b in d["benchmarks"] if b.get("aggregate_name") == "cv"}
+def key(name):
+    return name.replace("/real_time", "")
+print(f"  {'benchmark':38s} {'time ms':>9s} {'cv %':>5s} {'GFLOP/s':>8s} {'of peak':>8s} {'vs f32':>7s}")
+f32 = {}
+for name, b in med.items():
+    k = key(name)
+    if k.startswith("matmul_n/f32/") or k.startswith("mlp_step/f32/"):
+        f32[k.split("/", 2)[2]] = b["real_time"]
+for name, b in med.items():
+    k = key(name)
+    parts = k.split("/")
+    base = f32.get("/".join(parts[2:])) if parts[0] in ("matmul_n", "mlp_step") else None
+    rel = f"{b['real_time'] / base:6.2f}x" if base else ""
+    c = cv.get(name, {}).get("real_time")
+    cvs = f"{100 * c:5.1f}" if c is not None else ""
+    gf = b.get("GFLOP/s")
+    pk = b.get("of_peak")
+    print(f"  {k:38s} {b['real_time']:9.3f} {cvs:>5s} {'' if gf is None else format(gf, '8.1f'):>8s} "
+          f"{'' if pk is None else format(pk, '8.2f'):>8s} {rel:>7s}")
+EOF
+  echo "  (vs f32: time relative to the float32 run of the same size and threads; raw JSON: $json)"
+}
+
+section_amp() {
+  local model=$amp_model n=$runs
+  [ "$model" = cnn ] && n=$cnn_runs
+  echo
+  echo "== AMP epochs ($model): ampgrad float32 vs autocast fp16 / bf16, $n run(s) each, interleaved"
+  check_quiet
+  local off=() f16=() b16=() toff=() tb16=()
+  local with_torch=0
+  ((torch_amp)) && have_torch && with_torch=1
+  for ((i = 1; i <= n; i++)); do
+    off+=("$(ampgrad_epoch "$model" off "amp$i")")
+    f16+=("$(ampgrad_epoch "$model" fp16 "amp$i")")
+    b16+=("$(ampgrad_epoch "$model" bf16 "amp$i")")
+    printf '  run %d: ampgrad f32 %6.2f s  fp16 %6.2f s  bf16 %6.2f s' "$i" "${off[-1]}" "${f16[-1]}" "${b16[-1]}"
+    if ((with_torch)); then
+      toff+=("$(torch_epoch "$model" off "amp$i" --quiet)")
+      tb16+=("$(torch_epoch "$model" bf16 "amp$i" --quiet)")
+      printf '   PyTorch f32 %6.2f s  bf16 %6.2f s' "${toff[-1]}" "${tb16[-1]}"
+    fi
+    echo
+  done
+  local mo mf mb
+  mo=$(printf '%s\n' "${off[@]}" | median)
+  mf=$(printf '%s\n' "${f16[@]}" | median)
+  mb=$(printf '%s\n' "${b16[@]}" | median)
+  printf '  median ampgrad: f32 %.2f s  fp16 %.2f s (%sx f32)  bf16 %.2f s (%sx f32)\n' "$mo" "$mf" "$(ratio "$mf" "$mo")" "$mb" "$(ratio "$mb" "$mo")"
+  if ((with_torch)); then
+    local to tb
+    to=$(printf '%s\n' "${toff[@]}" | median)
+    tb=$(printf '%s\n' "${tb16[@]}" | median)
+    printf '  median PyTorch: f32 %.2f s  bf16 autocast %.2f s (%sx f32); ampgrad bf16 / PyTorch bf16 %s\n' \
+      "$to" "$tb" "$(ratio "$tb" "$to")" "$(ratio "$mb" "$tb")"
+  elif ((!torch_amp)); then
+    echo "  (PyTorch's CPU bf16 autocast epoch: add --torch-amp)"
+  fi
+}
+
+# ---- run ----
+mkdir -p "$out"
+if ((build)); then
+  echo "building ..."
+  cmake -S . -B build >/dev/null
+  cmake --build build -j2 --target mnist gemm >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
+fi
+[ -x build/bench/gemm ] || { echo "bench.sh: build/bench/gemm missing (is libbenchmark-dev installed?)" >&2; exit 1; }
+echo "ampgrad bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; OMP_NUM_THREADS=$OMP_NUM_THREADS"
+((limit > 0)) && echo "NOTE: --limit-train $limit: epochs are partial, figures only for smoke tests"
+for s in "${sections[@]}"; do
+  case "$s" in
+    gemm) section_gemm ;;
+    mlp) compare_epochs mlp "$runs" ;;
+    cnn) compare_epochs cnn "$cnn_runs" ;;
+    amp) section_amp ;;
+  esac
+done

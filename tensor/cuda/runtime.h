@@ -1,0 +1,42 @@
+// runtime.h — the CUDA backend's runtime services, shared by its C++ (.cpp, g++) and kernel
+// (.cu, nvcc) files: error checking, the stream every launch uses, and device memory from the
+// caching allocator. No Eigen, no Tensor: nvcc compiles this.
+//
+//   AMPGRAD_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cuda::stream()));
+//   my_kernel<<<blocks, threads, 0, cuda::stream()>>>(...);
+//   AMPGRAD_CUDA_CHECK(cudaGetLastError());   // every launch is checked
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ampgrad::cuda {
+
+// Raises ampgrad::Error naming the call, file and line and CUDA's message.
+void check(cudaError_t status, const char* call, const char* file, int line);
+#define AMPGRAD_CUDA_CHECK(call) ::ampgrad::cuda::check((call), #call, __FILE__, __LINE__)
+
+cudaStream_t stream();  // the stream all kernels and copies of this thread are ordered on
+
+// Device memory through the caching allocator (allocator.cpp): sizes are rounded up and freed
+// blocks are kept in per-size free lists, so a training step's steady state calls cudaMalloc
+// never. Storage (tensor/tensor.cpp) allocates and frees CUDA bytes through these two.
+void* allocate(size_t nbytes, int device);
+void deallocate(void* ptr, int device);
+
+struct MemoryStats {
+  int64_t allocated_bytes = 0;       // held by live tensors
+  int64_t reserved_bytes = 0;        // obtained from cudaMalloc (allocated + cached)
+  int64_t peak_allocated_bytes = 0;
+  int64_t num_cuda_mallocs = 0, num_cuda_frees = 0;
+};
+MemoryStats memory_stats(int device = 0);
+void reset_peak_memory_stats(int device = 0);
+void empty_cache();  // returns every cached free block to the driver
+
+// torch.backends.cuda.matmul.allow_tf32: float32 GEMMs may use TF32 tensor cores. Off by default.
+void set_matmul_allow_tf32(bool allow);
+bool matmul_allow_tf32();
+
+}  // namespace ampgrad::cuda

@@ -1,0 +1,73 @@
+// kernels.cpp — device dispatch: every primitive checks that its tensors share one device and
+// forwards to that device's backend. The only place that knows which backends exist.
+#include "tensor/backends.h"
+
+namespace ampgrad::kernels {
+
+const char* unary_name(Unary op) {
+  static const char* names[] = {"neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu"};
+  return names[(int)op];
+}
+const char* binary_name(Binary op) {
+  static const char* names[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge", "relu_backward", "gelu_backward"};
+  return names[(int)op];
+}
+
+// The device all (defined) tensors share; an error naming the op otherwise.
+static Device common_device(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (!t->defined()) continue;
+    if (!first) first = t;
+    AMPGRAD_CHECK(t->device() == first->device(), op << ": expected all tensors on one device, got "
+                                                     << first->device().str() << " and " << t->device().str());
+  }
+  AMPGRAD_CHECK(first, op << ": no tensor given");
+#ifndef AMPGRAD_WITH_CUDA
+  AMPGRAD_CHECK(first->device().is_cpu(), op << ": tensor is on " << first->device().str()
+                                             << " but ampgrad was built without the CUDA backend");
+#endif
+  return first->device();
+}
+
+#ifdef AMPGRAD_WITH_CUDA
+#define DISPATCH(op, call, ...) (common_device(op, {__VA_ARGS__}).is_cuda() ? cuda::call : cpu::call)
+#else
+#define DISPATCH(op, call, ...) (common_device(op, {__VA_ARGS__}), cpu::call)
+#endif
+
+Tensor unary(Unary k, const Tensor& x) { return DISPATCH(unary_name(k), unary(k, x), &x); }
+Tensor pow_scalar(const Tensor& x, double e) { return DISPATCH("pow", pow_scalar(x, e), &x); }
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) { return DISPATCH("clamp", clamp(x, lo, hi), &x); }
+Tensor binary(Binary k, const Tensor& a, const Tensor& b) { return DISPATCH(binary_name(k), binary(k, a, b), &a, &b); }
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return DISPATCH("where", where(c, a, b), &c, &a, &b); }
+void fill_(const Tensor& dst, double v) { DISPATCH("fill_", fill_(dst, v), &dst); }
+void axpy_(const Tensor& y, const Tensor& x, double alpha) { DISPATCH("add_", axpy_(y, x, alpha), &y, &x); }
+void scale_(const Tensor& y, double f) { DISPATCH("mul_", scale_(y, f), &y); }
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return DISPATCH("sum", sum(x, dims, keepdim), &x); }
+std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
+  return DISPATCH(is_min ? "min" : "max", max_dim(x, dim, keepdim, is_min), &x);
+}
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) { return DISPATCH("gather", gather(x, dim, idx), &x, &idx); }
+Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
+  return DISPATCH("scatter_add", scatter_add(shape, dim, idx, src), &idx, &src);
+}
+Tensor bmm(const Tensor& a, const Tensor& b) { return DISPATCH("matmul", bmm(a, b), &a, &b); }
+Tensor softmax_lastdim(const Tensor& x, bool log) { return DISPATCH(log ? "log_softmax" : "softmax", softmax_lastdim(x, log), &x); }
+Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) { return DISPATCH("conv2d", im2col(x, kh, kw, s, p), &x); }
+Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
+  return DISPATCH("conv2d", col2im(cols, x_shape, kh, kw, s, p), &cols);
+}
+std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, int64_t k, int64_t s) { return DISPATCH("max_pool2d", max_pool2d(x, k, s), &x); }
+
+// Copies are the one primitive that may cross devices: the CUDA backend handles any copy
+// with a CUDA side (including host <-> device), the CPU backend the rest.
+void copy_(const Tensor& dst, const Tensor& src) {
+#ifdef AMPGRAD_WITH_CUDA
+  if (dst.device().is_cuda() || src.device().is_cuda()) return cuda::copy_(dst, src);
+#endif
+  common_device("copy_", {&dst, &src});
+  cpu::copy_(dst, src);
+}
+
+}  // namespace ampgrad::kernels
