@@ -17,7 +17,7 @@ GradScaler::GradScaler(GradScalerOptions o) : options_(o) {
 void GradScaler::lazy_init(Device device) {
   if (scale_.defined()) return;
   scale_ = full({}, options_.init_scale, TensorOptions(kFloat32).device(device));
-  growth_tracker_ = zeros({}, TensorOptions(kInt64).device(device));
+  growth_tracker_ = full({}, double(init_growth_tracker_), TensorOptions(kInt64).device(device));
 }
 
 Tensor GradScaler::scale(const Tensor& outputs) {
@@ -50,19 +50,21 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   st.stage = Stage::unscaled;
 }
 
-bool GradScaler::step(optim::Optimizer& optimizer) {
+StepResult::operator bool() const { return !found_inf_.defined() || found_inf_.item<float>() == 0.f; }
+
+StepResult GradScaler::step(optim::Optimizer& optimizer) {
   if (!options_.enabled) {
     optimizer.step();
-    return true;
+    return StepResult(Tensor());
   }
   PerOptimizer& st = per_optimizer_[&optimizer];
   AMPGRAD_CHECK(st.stage != Stage::stepped, "step() has already been called since the last update().");
   if (st.stage == Stage::ready) unscale_(optimizer);
-  // The one host read of the step: whether to run the optimizer at all.
-  const bool overflow = st.found_inf.item<float>() != 0.f;
-  if (!overflow) optimizer.step();
+  // Whether to step at all is decided where found_inf lives: read here on the CPU, inside the
+  // fused kernel on a GPU (no host sync).
+  optimizer.step_if_finite(st.found_inf);
   st.stage = Stage::stepped;
-  return !overflow;
+  return StepResult(st.found_inf);
 }
 
 void GradScaler::update(std::optional<double> new_scale) {
@@ -92,7 +94,9 @@ double GradScaler::get_scale() const {
   if (!options_.enabled) return 1.0;
   return scale_.defined() ? scale_.item<double>() : options_.init_scale;
 }
-int64_t GradScaler::get_growth_tracker() const { return growth_tracker_.defined() ? growth_tracker_.item<int64_t>() : 0; }
+int64_t GradScaler::get_growth_tracker() const {
+  return growth_tracker_.defined() ? growth_tracker_.item<int64_t>() : init_growth_tracker_;
+}
 
 std::map<std::string, double> GradScaler::state_dict() const {
   if (!options_.enabled) return {};
@@ -111,9 +115,13 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
   options_.growth_factor = s.at("growth_factor");
   options_.backoff_factor = s.at("backoff_factor");
   options_.growth_interval = (int64_t)s.at("growth_interval");
-  Device d = scale_.defined() ? scale_.device() : Device::cpu();
-  scale_ = full({}, s.at("scale"), TensorOptions(kFloat32).device(d));
-  growth_tracker_ = full({}, s.at("_growth_tracker"), TensorOptions(kInt64).device(d));
+  init_growth_tracker_ = (int64_t)s.at("_growth_tracker");
+  // As in PyTorch: refill existing tensors, else let lazy_init create them where the first
+  // scaled loss lives (a checkpoint is loaded before the scaler knows the device).
+  if (scale_.defined()) {
+    scale_.fill_(options_.init_scale);
+    growth_tracker_.fill_(double(init_growth_tracker_));
+  }
 }
 
 }  // namespace ampgrad::amp

@@ -10,6 +10,13 @@
 //   scaler.unscale_(opt);                      // optional: e.g. before clip_grad_norm_
 //   scaler.step(opt);                          // unscales (if not yet), skips on inf/NaN
 //   scaler.update();                           // S *= 0.5 on overflow, or *= 2 when due
+//
+// On a GPU the whole sequence runs without the host waiting for the device: the scale, the
+// inf/NaN flag and the skip decision stay there (amp_kernels.h, Optimizer::step_if_finite).
+// The host syncs that remain are the ones asked for: reading a StepResult as a bool,
+// get_scale(), get_growth_tracker(), state_dict(), and record_history (one read per update()).
+// Around the scaler a training step may add its own: clip_grad_norm_ returns the norm as a
+// double, loss.item(), and a batch copied from pageable host memory (tensor/cuda/copy.cpp).
 #pragma once
 #include <map>
 #include <optional>
@@ -37,13 +44,29 @@ struct ScaleRecord {
   bool found_inf;     // so the step was skipped
 };
 
+// What step() did. On a GPU the decision is made on the device, so the host learns it only by
+// waiting for the step: converting to bool does that read, and only then. Leave the result
+// unread (`scaler.step(opt);`) and the step stays sync-free. The conversion is implicit so
+// that `bool stepped = scaler.step(opt);`, the CPU-era form, still reads naturally.
+class StepResult {
+ public:
+  explicit StepResult(Tensor found_inf) : found_inf_(std::move(found_inf)) {}
+  operator bool() const;  // whether optimizer.step() ran (always, when the scaler is disabled)
+  // 0-d float32 where the scale lives, 1 if the step was skipped; undefined when disabled.
+  // Sum it on the device to count skipped steps without a sync.
+  const Tensor& found_inf() const { return found_inf_; }
+
+ private:
+  Tensor found_inf_;
+};
+
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
 
   Tensor scale(const Tensor& outputs);  // outputs * S (S created lazily on outputs' device)
   void unscale_(optim::Optimizer& optimizer);
-  bool step(optim::Optimizer& optimizer);  // whether optimizer.step() ran
+  StepResult step(optim::Optimizer& optimizer);  // optimizer.step_if_finite(found_inf)
   void update(std::optional<double> new_scale = {});
 
   double get_scale() const;  // a host read of S (1.0 when disabled)
@@ -66,6 +89,7 @@ class GradScaler {
   GradScalerOptions options_;
   Tensor scale_;           // 0-d float32 where the loss lives
   Tensor growth_tracker_;  // 0-d int64 beside it
+  int64_t init_growth_tracker_ = 0;  // what lazy_init starts growth_tracker_ from (load_state_dict sets it)
   std::unordered_map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
   std::vector<ScaleRecord> history_;
 };

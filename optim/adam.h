@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "optim/optimizer.h"
+#include "optim/update.h"
 
 namespace ampgrad::optim {
 
@@ -23,14 +24,18 @@ using AdamWOptions = AdamOptionsFor<true>;
 class Adam : public Optimizer {
  public:
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {}) : Adam(std::move(params), options, false) {}
-  void step() override;
   const AdamOptions& options() const { return options_; }  // options_.lr is the initial rate; lr() the live one
 
  protected:
   Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  void update_cpu(float* param, const float* grad, int64_t n, int64_t step, ParamState& state) override;
+#ifdef AMPGRAD_WITH_CUDA
+  void update_cuda(const std::vector<FusedParam>& params, const float* found_inf) override;
+#endif
 
  private:
+  AdamHyperparams hyperparams() const;  // the options and the live lr
   AdamOptions options_;
   bool decoupled_;
 };

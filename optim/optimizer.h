@@ -1,18 +1,19 @@
 // optimizer.h — Optimizer, the base of SGD, Adam and AdamW: the parameter list, the live
-// learning rate (schedulers set it), zero_grad, per-parameter state and its state_dict.
-// The update rules are in sgd.h and adam.h, their per-element math in update.h.
+// learning rate (schedulers set it), zero_grad, per-parameter state and its state_dict, and the
+// bookkeeping of a step on either device. The update rules are in sgd.h and adam.h, their
+// per-element math in update.h, their fused CUDA kernels in fused.cu.
 //
 //   optim::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
 //   opt.zero_grad();
 //   loss.backward();
 //   opt.step();
 #pragma once
-#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "optim/fused.h"
 #include "tensor/tensor.h"
 
 namespace ampgrad::optim {
@@ -26,10 +27,13 @@ struct OptimizerState {
 
 class Optimizer {
  public:
-  Optimizer(std::vector<Tensor> params, double lr);
   virtual ~Optimizer() = default;
 
-  virtual void step() = 0;  // skips parameters whose grad is undefined
+  void step();  // skips parameters whose grad is undefined
+  // step(), unless found_inf (a 0-d float32 flag, GradScaler::unscale_'s) is nonzero: then no
+  // parameter, buffer or step count changes. On the CPU the flag is read; with the parameters
+  // on a GPU and the flag beside them, the fused kernel reads it there and the host never waits.
+  void step_if_finite(const Tensor& found_inf);
   // set_to_none: make grads undefined (the next backward allocates them); else zero in place.
   void zero_grad(bool set_to_none = true);
   const std::vector<Tensor>& params() const { return params_; }
@@ -42,23 +46,37 @@ class Optimizer {
   void load_state_dict(const OptimizerState& state);
 
  protected:
+  // `name` ("SGD", "Adam", ...) prefixes the messages of every check a step makes.
+  Optimizer(std::vector<Tensor> params, double lr, const char* name);
+
   // One parameter's state, created on its first step: the steps it has taken and the buffers
-  // its update rule keeps (float32, the parameter's shape), named as in PyTorch.
+  // its update rule keeps (float32, the parameter's shape), named as in PyTorch. The count is a
+  // 0-d int64 tensor beside the parameter because on a GPU whether a step happens is decided
+  // there (found_inf): PyTorch's fused optimizers keep `step` on the device for the same reason.
   struct ParamState {
-    int64_t step = 0;
+    Tensor step;  // undefined until the first step
     std::map<std::string, Tensor> buffers;
   };
-  virtual std::vector<std::string> buffer_names() const = 0;
+  virtual std::vector<std::string> buffer_names() const = 0;  // at most 2 (FusedParam::buffer)
 
-  // The loop every step() runs: for each parameter with a gradient, checks both are float32,
-  // contiguous and on the CPU, creates zeroed buffers on the first step, counts the step,
-  // then hands the raw data to `update` (n elements each).
-  using UpdateFn = std::function<void(float* param, const float* grad, int64_t n, ParamState& state)>;
-  void for_each_param(const char* optimizer, const UpdateFn& update);
+  // What each optimizer writes: its rule on one parameter's CPU data (n floats) at its step
+  // count `step` (from 1, already counted) ...
+  virtual void update_cpu(float* param, const float* grad, int64_t n, int64_t step, ParamState& state) = 0;
+#ifdef AMPGRAD_WITH_CUDA
+  // ... and on every parameter at once on the GPU: one fused launch (fused.h), which counts the
+  // steps itself and does nothing when found_inf (a device pointer, or null) is set.
+  virtual void update_cuda(const std::vector<FusedParam>& params, const float* found_inf) = 0;
+#endif
 
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;  // one per parameter
   double lr_;
+
+ private:
+  // step() and step_if_finite(): checks every parameter with a gradient (float32, contiguous,
+  // all on one device), creates missing state, then runs update_cpu or update_cuda.
+  void run_step(const Tensor& found_inf);
+  const char* name_;
 };
 
 }  // namespace ampgrad::optim

@@ -1,11 +1,10 @@
-// sgd.cpp — SGD's option checks and its CPU loop over sgd_update (update.h).
+// sgd.cpp — SGD's option checks, its CPU loop over sgd_update (update.h) and its fused CUDA
+// launch (fused.cu), which runs the same sgd_update.
 #include "optim/sgd.h"
-
-#include "optim/update.h"
 
 namespace ampgrad::optim {
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), o.lr), options_(o) {
+SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), o.lr, "SGD"), options_(o) {
   AMPGRAD_CHECK(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0,
                 "SGD: lr, momentum and weight_decay must be >= 0, got " << o.lr << ", " << o.momentum << ", " << o.weight_decay);
   AMPGRAD_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: Nesterov momentum requires momentum > 0 and zero dampening");
@@ -17,13 +16,21 @@ std::vector<std::string> SGD::buffer_names() const {
   return {"momentum_buffer"};
 }
 
-void SGD::step() {
+SGDScalars SGD::scalars(bool first_step) const {
   const SGDOptions& o = options_;
-  for_each_param("SGD", [&](float* p, const float* g, int64_t n, ParamState& st) {
-    const SGDScalars s{float(lr()), float(o.momentum), float(o.dampening), float(o.weight_decay), o.nesterov, st.step == 1};
-    float* buf = o.momentum == 0 ? nullptr : st.buffers.at("momentum_buffer").data_ptr<float>();
-    for (int64_t i = 0; i < n; ++i) sgd_update(p[i], g[i], buf ? buf + i : nullptr, s);
-  });
+  return {float(lr()), float(o.momentum), float(o.dampening), float(o.weight_decay), o.nesterov, first_step};
 }
+
+void SGD::update_cpu(float* p, const float* g, int64_t n, int64_t step, ParamState& st) {
+  const SGDScalars s = scalars(step == 1);
+  float* buf = options_.momentum == 0 ? nullptr : st.buffers.at("momentum_buffer").data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) sgd_update(p[i], g[i], buf ? buf + i : nullptr, s);
+}
+
+#ifdef AMPGRAD_WITH_CUDA
+void SGD::update_cuda(const std::vector<FusedParam>& params, const float* found_inf) {
+  cuda::fused_sgd_(params, scalars(false), found_inf);  // first_step: per parameter, on the device
+}
+#endif
 
 }  // namespace ampgrad::optim

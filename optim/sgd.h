@@ -4,6 +4,7 @@
 //   optim::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
 #pragma once
 #include "optim/optimizer.h"
+#include "optim/update.h"
 
 namespace ampgrad::optim {
 
@@ -18,13 +19,17 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
-  void step() override;
   const SGDOptions& options() const { return options_; }  // options_.lr is the initial rate; lr() the live one
 
  protected:
   std::vector<std::string> buffer_names() const override;
+  void update_cpu(float* param, const float* grad, int64_t n, int64_t step, ParamState& state) override;
+#ifdef AMPGRAD_WITH_CUDA
+  void update_cuda(const std::vector<FusedParam>& params, const float* found_inf) override;
+#endif
 
  private:
+  SGDScalars scalars(bool first_step) const;  // the options and the live lr, in float32
   SGDOptions options_;
 };
 

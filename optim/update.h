@@ -1,11 +1,12 @@
 // update.h — the per-element update rules of SGD and Adam/AdamW, written once as scalar
 // functions of float32 values, so the CPU loops (sgd.cpp, adam.cpp) and a CUDA kernel run the
-// same arithmetic. Host code works out the per-step scalars (bias corrections) in double first.
+// same arithmetic. The per-step scalars (bias corrections) are worked out in double first.
 // No loops, tensors or state here.
 //
 //   for (int64_t i = 0; i < n; ++i) sgd_update(p[i], g[i], &buf[i], s);
 #pragma once
 #include <cmath>
+#include <cstdint>
 
 #include "tensor/scalar_math.h"
 
@@ -38,6 +39,18 @@ struct AdamScalars {
   float step_size;               // lr / (1 − β1^t)
   float bias_correction2_sqrt;   // √(1 − β2^t)
 };
+
+// Adam's options, and the scalars of its step t (from 1) worked out from them in double and
+// rounded once. The CPU loop calls this with the step count it keeps; the CUDA kernel with the
+// count it reads on the device (a step the GradScaler skipped does not advance it).
+struct AdamHyperparams {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;
+};
+AMPGRAD_HD inline AdamScalars adam_scalars(const AdamHyperparams& h, int64_t t) {
+  return {float(h.lr), float(h.beta1), float(h.beta2), float(h.eps), float(h.weight_decay), h.decoupled,
+          float(h.lr / (1 - std::pow(h.beta1, double(t)))), float(std::sqrt(1 - std::pow(h.beta2, double(t))))};
+}
 
 // torch.optim.Adam / AdamW on one element, at step t (from 1):
 //   Adam:  g ← g + wd·p                AdamW:  p ← p·(1 − lr·wd)

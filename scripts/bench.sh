@@ -22,16 +22,18 @@ usage: scripts/bench.sh [gemm|mlp|cnn|amp|all]... [options]
   --cnn-runs N      epoch runs per side for cnn (default 1)
   --amp-model M     model of the amp section: mlp | cnn (default mlp)
   --torch-amp       amp section: also PyTorch's float32 and CPU bf16 autocast epochs (slow for cnn)
+  --no-torch-tuned  mlp/cnn: skip the second PyTorch column (OMP_WAIT_POLICY=PASSIVE, which stops
+                    its OpenMP and OpenBLAS thread pools from fighting over the 2 cores)
   --reps N          Google Benchmark repetitions for gemm (default 5; medians reported)
   --filter REGEX    Google Benchmark filter for gemm (default: all)
   --limit-train N   train on the first N samples only (smoke tests; figures then not comparable)
   --threads N       threads for both sides (default 2)
-  --wait-quiet      wait (up to 10 min) for the 1-minute load average to drop below 0.5
+  --wait-quiet      before each section, wait (up to 10 min) until the CPUs are < 10% busy
   --no-build        skip the build
 EOF
 }
 
-sections=() runs=3 cnn_runs=1 amp_model=mlp torch_amp=0 reps=5 filter="" limit=0 threads=2 wait_quiet=0 build=1
+sections=() runs=3 cnn_runs=1 amp_model=mlp torch_amp=0 torch_tuned=1 reps=5 filter="" limit=0 threads=2 wait_quiet=0 build=1
 while (($#)); do
   case "$1" in
     gemm | mlp | cnn | amp) sections+=("$1") ;;
@@ -40,6 +42,7 @@ while (($#)); do
     --cnn-runs) cnn_runs=$2; shift ;;
     --amp-model) amp_model=$2; shift ;;
     --torch-amp) torch_amp=1 ;;
+    --no-torch-tuned) torch_tuned=0 ;;
     --reps) reps=$2; shift ;;
     --filter) filter=$2; shift ;;
     --limit-train) limit=$2; shift ;;
@@ -54,23 +57,36 @@ done
 ((${#sections[@]})) || sections=(gemm mlp)
 
 out=build/bench-results
+torch_variant=default; ((torch_tuned)) && torch_variant=passive  # the amp section's PyTorch runs
 PY=/usr/bin/python3  # Debian's: the one python3-torch and python3-numpy are installed for
 export OMP_NUM_THREADS=$threads  # one pool per process, sized to the cores, for both sides
 
 # ---- helpers ----
-load1() { cut -d' ' -f1 /proc/loadavg; }
+# Share of the CPUs busy over the next 2 s, in percent, from /proc/stat (we are idle meanwhile, so
+# it is everyone else: other sessions' processes count here even when ps cannot show them).
+busy_pct() {
+  local a b
+  a=($(head -n1 /proc/stat)); sleep 2; b=($(head -n1 /proc/stat))
+  local idle=$(((b[4] + b[5]) - (a[4] + a[5]))) total=0 i
+  for ((i = 1; i < ${#a[@]}; i++)); do total=$((total + b[i] - a[i])); done
+  echo $((total > 0 ? 100 * (total - idle) / total : 0))
+}
 check_quiet() {
+  local busy
+  busy=$(busy_pct)
   if ((wait_quiet)); then
     local waited=0
-    while awk -v l="$(load1)" 'BEGIN { exit !(l >= 0.5) }' && ((waited < 600)); do
-      ((waited == 0)) && echo "waiting for load < 0.5 (now $(load1)) ..."
-      sleep 15; waited=$((waited + 15))
+    local calm=0  # three 2-s samples in a row under 10%: a build between two files does not count
+    while ((calm < 3 && waited < 600)); do
+      if ((busy < 10)); then calm=$((calm + 1)); else
+        ((waited == 0)) && echo "waiting for the CPUs to go quiet (now ${busy}% busy) ..."
+        calm=0
+      fi
+      ((calm < 3)) && { busy=$(busy_pct); waited=$((waited + 2)); }
     done
   fi
-  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-  if awk -v l="$(load1)" 'BEGIN { exit !(l >= 0.5) }'; then
-    echo "WARNING: the machine is busy (1-min load $(load1) >= 0.5): timings below are not trustworthy"
-  fi
+  echo "before this section: CPUs ${busy}% busy (2 s sample); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  ((busy < 10)) || echo "WARNING: something else is using the CPUs: timings below are not trustworthy"
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
@@ -89,19 +105,24 @@ ampgrad_epoch() {  # model amp tag
 
 # One PyTorch epoch: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for this command alone (they slow
 # a current OpenBLAS; the OpenBLAS line of the report says which kernel it then runs).
-torch_epoch() {  # model amp tag [--quiet]
-  local log="$out/torch-$1-$2-$3.log"
-  local extra=()
+# Variant "default" is PyTorch as installed, with OMP_NUM_THREADS and set_num_threads at the core
+# count. Debian's torch has two thread pools then, its OpenMP one and OpenBLAS's pthreads, and on
+# 2 cores each spins while the other works; variant "passive" (OMP_WAIT_POLICY=PASSIVE: idle
+# OpenMP threads sleep) removes that fight and is PyTorch at its best here.
+torch_epoch() {  # model amp variant tag [--quiet]
+  local log="$out/torch-$1-$2-$3-$4.log"
+  local extra=() envs=()
   ((limit > 0)) && extra+=(--limit-train "$limit")
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" bench/torch_epoch.py --model "$1" --amp "$2" --threads "$threads" \
-    "${extra[@]}" "${@:4}" >"$log" 2>&1 || { echo "PyTorch epoch failed, see $log" >&2; cat "$log" >&2; return 1; }
+  [ "$3" = passive ] && envs+=(OMP_WAIT_POLICY=PASSIVE)
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${envs[@]}" "$PY" bench/torch_epoch.py --model "$1" --amp "$2" --threads "$threads" \
+    "${extra[@]}" "${@:5}" >"$log" 2>&1 || { echo "PyTorch epoch failed, see $log" >&2; cat "$log" >&2; return 1; }
   grep -q '^WARNING' "$log" && grep '^WARNING' "$log" >&2
   sed -n 's/^torch_epoch .* seconds=\([0-9.]*\) .*/\1/p' "$log"
 }
 
-# Alternates ampgrad and PyTorch epochs of one model, n runs each; prints the medians and ratio.
+# Alternates ampgrad and PyTorch epochs of one model, n runs each; prints the medians and ratios.
 compare_epochs() {  # model n
-  local model=$1 n=$2 a=() t=()
+  local model=$1 n=$2 a=() t=() tp=()
   echo
   echo "== $model epoch, Fashion-MNIST $( ((limit > 0)) && echo "first $limit" || echo 60000 ), batch 128, SGD(0.05, 0.9), $threads threads: ampgrad vs PyTorch, $n run(s) each, alternating"
   if ! have_torch; then
@@ -115,16 +136,24 @@ compare_epochs() {  # model n
     a+=("$(ampgrad_epoch "$model" off "$i")")
     printf '  run %d: ampgrad %6.2f s' "$i" "${a[-1]}"
     if have_torch; then
-      t+=("$(torch_epoch "$model" off "$i" --quiet)")
+      t+=("$(torch_epoch "$model" off default "$i" --quiet)")
       printf '   PyTorch %6.2f s' "${t[-1]}"
+      if ((torch_tuned)); then
+        tp+=("$(torch_epoch "$model" off passive "$i" --quiet)")
+        printf '   PyTorch (OMP_WAIT_POLICY=PASSIVE) %6.2f s' "${tp[-1]}"
+      fi
     fi
     echo
   done
-  local am tm
+  local am tm tpm
   am=$(printf '%s\n' "${a[@]}" | median)
   if have_torch; then
     tm=$(printf '%s\n' "${t[@]}" | median)
     printf '  median: ampgrad %.2f s   PyTorch %.2f s   ampgrad/PyTorch %s\n' "$am" "$tm" "$(ratio "$am" "$tm")"
+    if ((torch_tuned)); then
+      tpm=$(printf '%s\n' "${tp[@]}" | median)
+      printf '          PyTorch with OMP_WAIT_POLICY=PASSIVE %.2f s   ampgrad/PyTorch %s\n' "$tpm" "$(ratio "$am" "$tpm")"
+    fi
   else
     printf '  median: ampgrad %.2f s\n' "$am"
   fi
@@ -135,37 +164,51 @@ section_gemm() {
   echo "== GEMM and MLP step (bench/gemm.cpp), median of $reps repetitions"
   check_quiet
   local json="$out/gemm.json"
-  build/bench/gemm --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+  # random interleaving spreads each benchmark's repetitions over the whole run, so a burst of
+  # outside load spoils one repetition of many benchmarks (which the median drops), not all of one
+  # The JSON file keeps every repetition (display_aggregates_only limits the console only), so the
+  # table can show the best repetition beside the median: on a shared 2-core machine the best is
+  # the one nothing else interrupted.
+  build/bench/gemm --benchmark_repetitions="$reps" --benchmark_display_aggregates_only=true --benchmark_enable_random_interleaving=true \
     ${filter:+--benchmark_filter="$filter"} --benchmark_format=json --benchmark_out="$json" --benchmark_out_format=json >/dev/null
   "$PY" - "$json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 ctx = d["context"]
-print(f"  {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz (nominal); measured AVX2 FMA peak: "
+print(f"  {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz (nominal); AVX2 FMA peak (one core measured, times threads): "
       f"{ctx.get('fma_peak_gflops_1t', '?')} GFLOP/s on 1 thread, {ctx.get('fma_peak_gflops_2t', '?')} on 2")
-med = {b["run_name"]: b for b in d["benchmarks"] if b.get("aggregate_name") == "median"}
-cv = {b["run_name"]: b for b in d["benchmarks"] if b.get("aggregate_name") == "cv"}
-def key(name):
-    return name.replace("/real_time", "")
-print(f"  {'benchmark':38s} {'time ms':>9s} {'cv %':>5s} {'GFLOP/s':>8s} {'of peak':>8s} {'vs f32':>7s}")
-f32 = {}
-for name, b in med.items():
-    k = key(name)
-    if k.startswith("matmul_n/f32/") or k.startswith("mlp_step/f32/"):
-        f32[k.split("/", 2)[2]] = b["real_time"]
-for name, b in med.items():
-    k = key(name)
+runs = {}
+for b in d["benchmarks"]:
+    if b.get("run_type") == "iteration":
+        runs.setdefault(b["run_name"].replace("/real_time", ""), []).append(b)
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+def order(k):  # fma_peak, matmul f32/f16/bf16, mlp_step; then threads, then size
+    fam = next((i for i, p in enumerate(["fma_peak", "matmul_n/f32", "matmul_n/f16", "matmul_n/bf16",
+                                          "mlp_step/f32", "mlp_step/amp_f16", "mlp_step/amp_bf16"]) if k.startswith(p + "/")), 99)
+    args = dict(a.split(":") for a in k.split("/") if ":" in a)
+    return (fam, int(args.get("threads", 0)), int(args.get("n", 0)), k)
+stat = {}
+for k, rs in runs.items():
+    t = [r["real_time"] for r in rs]
+    gf = [r["GFLOP/s"] for r in rs if "GFLOP/s" in r]
+    pk = [r["of_peak"] for r in rs if "of_peak" in r]
+    stat[k] = dict(n=len(rs), t=median(t), tbest=min(t), gf=median(gf) if gf else None, gfbest=max(gf) if gf else None,
+                   pk=median(pk) if pk else None, spread=(max(t) - min(t)) / median(t))
+f32 = {k.split("/", 2)[2]: v["t"] for k, v in stat.items() if k.startswith(("matmul_n/f32/", "mlp_step/f32/"))}
+fmt = lambda x, f: "" if x is None else format(x, f)
+print(f"  {'benchmark (median of ' + str(max(v['n'] for v in stat.values())) + ')':38s} {'time ms':>9s} {'best ms':>9s} {'spread':>6s} "
+      f"{'GFLOP/s':>8s} {'best':>6s} {'of peak':>7s} {'vs f32':>6s}")
+for k in sorted(stat, key=order):
+    v = stat[k]
     parts = k.split("/")
     base = f32.get("/".join(parts[2:])) if parts[0] in ("matmul_n", "mlp_step") else None
-    rel = f"{b['real_time'] / base:6.2f}x" if base else ""
-    c = cv.get(name, {}).get("real_time")
-    cvs = f"{100 * c:5.1f}" if c is not None else ""
-    gf = b.get("GFLOP/s")
-    pk = b.get("of_peak")
-    print(f"  {k:38s} {b['real_time']:9.3f} {cvs:>5s} {'' if gf is None else format(gf, '8.1f'):>8s} "
-          f"{'' if pk is None else format(pk, '8.2f'):>8s} {rel:>7s}")
+    print(f"  {k:38s} {v['t']:9.3f} {v['tbest']:9.3f} {100 * v['spread']:5.0f}% {fmt(v['gf'], '8.1f'):>8s} {fmt(v['gfbest'], '6.1f'):>6s} "
+          f"{fmt(v['pk'], '7.2f'):>7s} {'' if not base else format(v['t'] / base, '5.2f') + 'x':>6s}")
 EOF
-  echo "  (vs f32: time relative to the float32 run of the same size and threads; raw JSON: $json)"
+  echo "  (spread: (slowest - fastest) / median of the repetitions; of peak: median GFLOP/s / measured FMA peak on as"
+  echo "   many threads; vs f32: median time / float32's at the same size and threads; raw JSON: $json)"
 }
 
 section_amp() {
@@ -183,8 +226,8 @@ section_amp() {
     b16+=("$(ampgrad_epoch "$model" bf16 "amp$i")")
     printf '  run %d: ampgrad f32 %6.2f s  fp16 %6.2f s  bf16 %6.2f s' "$i" "${off[-1]}" "${f16[-1]}" "${b16[-1]}"
     if ((with_torch)); then
-      toff+=("$(torch_epoch "$model" off "amp$i" --quiet)")
-      tb16+=("$(torch_epoch "$model" bf16 "amp$i" --quiet)")
+      toff+=("$(torch_epoch "$model" off "$torch_variant" "amp$i" --quiet)")
+      tb16+=("$(torch_epoch "$model" bf16 "$torch_variant" "amp$i" --quiet)")
       printf '   PyTorch f32 %6.2f s  bf16 %6.2f s' "${toff[-1]}" "${tb16[-1]}"
     fi
     echo
@@ -198,6 +241,7 @@ section_amp() {
     local to tb
     to=$(printf '%s\n' "${toff[@]}" | median)
     tb=$(printf '%s\n' "${tb16[@]}" | median)
+    echo "  (PyTorch variant: $torch_variant)"
     printf '  median PyTorch: f32 %.2f s  bf16 autocast %.2f s (%sx f32); ampgrad bf16 / PyTorch bf16 %s\n' \
       "$to" "$tb" "$(ratio "$tb" "$to")" "$(ratio "$mb" "$tb")"
   elif ((!torch_amp)); then

@@ -11,19 +11,10 @@
 #include <optional>
 #include <utility>
 
+#include "tensor/op_enum.h"
 #include "tensor/tensor.h"
 
 namespace ampgrad::kernels {
-
-enum class Unary : uint8_t { neg, exp, log, sqrt, abs, tanh, sigmoid, relu, gelu };
-enum class Binary : uint8_t {
-  add, sub, mul, div,
-  eq, ne, lt, le, gt, ge,           // comparisons: output bool
-  relu_backward,                    // (grad, x) -> grad * (x > 0)
-  gelu_backward,                    // (grad, x) -> grad * gelu'(x)
-};
-const char* unary_name(Unary op);
-const char* binary_name(Binary op);
 
 #include "tensor/primitives.inc"
 

@@ -39,7 +39,10 @@ Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
 }
 Storage::~Storage() {
 #ifdef AMPGRAD_WITH_CUDA
-  if (device.is_cuda()) return cuda::deallocate(data, device.index);
+  if (device.is_cuda()) {
+    cuda::deallocate(data, device.index);
+    return;
+  }
 #endif
   std::free(data);
 }

@@ -110,6 +110,8 @@ TEST_CASE("matmul: every rank combination, values and gradients") {
 TEST_CASE("views and copies: gradients map back to the input geometry") {
   manual_seed(4);
   CHECK(gradcheck([](In i) { return i[0].reshape({6, 2}) * from_vector<double>({1, 2}); }, {r({3, 4})}));
+  CHECK(gradcheck([](In i) { return i[0].view({2, 6}) * arange(0.0, 6.0, 1.0, kFloat64); }, {r({3, 4})}));
+  CHECK(gradcheck([](In i) { return i[0].min(); }, {r({3, 4})}));
   CHECK(gradcheck([](In i) { return i[0].t().reshape({-1}) * arange(0.0, 12.0, 1.0, kFloat64); }, {r({3, 4})}));
   CHECK(gradcheck([](In i) { return i[0].permute({2, 0, 1}).contiguous(); }, {r({2, 3, 4})}));
   CHECK(gradcheck([](In i) { return i[0].narrow(1, 1, 2) * 3.0; }, {r({3, 4})}));
@@ -179,6 +181,8 @@ TEST_CASE("layer_norm and dropout") {
   }
   CHECK(std::abs(zeros_n - 250) < 60);  // binomial(1000, 0.25): sd ≈ 13.7
   CHECK(vec(dropout(ones({3}), 0.5, false)) == std::vector<double>{1, 1, 1});
+  // a fresh generator per call gives the same mask each time, so finite differences apply
+  CHECK(gradcheck([](In i) { Generator g(3); return dropout(i[0], 0.4, true, &g); }, {r({2, 5})}));
 }
 
 TEST_CASE("half inputs run every op family in float32 and round once") {

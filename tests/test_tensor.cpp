@@ -176,8 +176,13 @@ TEST_CASE("errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(ones({2}).data_ptr<double>(), doctest::Contains("has dtype float32"), Error);
   CHECK_THROWS_WITH_AS(ones({2}, kInt64).exp(), doctest::Contains("exp: not defined for dtype int64"), Error);
   CHECK_THROWS_WITH_AS(ones({6}).reshape({4, -1}), doctest::Contains("shape [4, -1] is invalid for input of shape [6]"), Error);
+#ifndef AMPGRAD_WITH_CUDA
   CHECK_THROWS_WITH_AS(ones({2}).to(Device::cuda()), doctest::Contains("built without the CUDA backend"), Error);
+#endif
   CHECK_THROWS_AS(ones({2}, kInt64).requires_grad_(), Error);
+  CHECK_THROWS_WITH_AS(kernels::gather(ones({2, 3}), 1, zeros({3, 1}, kInt64)), doctest::Contains("is larger than [2, 3] in dim 0"), Error);
+  CHECK_THROWS_WITH_AS(kernels::gather(ones({2, 3}), 1, full({2, 1}, 3, kInt64)), doctest::Contains("index 3 is out of bounds for dim 1 of size 3"), Error);
+  CHECK_THROWS_WITH_AS(kernels::axpy_(ones({2}, kBool), ones({2}, kBool), 1), doctest::Contains("add_: not defined for dtype bool"), Error);
 }
 
 TEST_CASE("copy_ casts and broadcasts into a strided destination") {

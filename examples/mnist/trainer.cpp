@@ -100,6 +100,9 @@ static void progress_bar(std::ostream& log, int64_t done, int64_t total, double 
 TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.amp == "off" || c.amp == "fp16" || c.amp == "bf16", "--amp must be off, fp16 or bf16, got '" << c.amp << "'");
   AMPGRAD_CHECK(c.accum_steps >= 1, "--accum-steps must be >= 1");
+  AMPGRAD_CHECK(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda, got '" << c.device << "'");
+  const Device device = c.device == "cuda" ? Device::cuda() : Device::cpu();
+  AMPGRAD_CHECK(device.is_cpu() || cuda::is_available(), "--device cuda: no CUDA device here (or ampgrad was built without the CUDA backend)");
   set_num_threads(c.threads);
   manual_seed(c.seed);
 
@@ -110,6 +113,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   data::DataLoader test_loader(test_set, {.batch_size = 1000});
 
   std::shared_ptr<nn::Module> model = make_model(c.model);
+  model->to(device);
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters());
   const bool use_amp = c.amp != "off";
   const DType amp_dtype = c.amp == "bf16" ? kBFloat16 : kFloat16;
@@ -131,7 +135,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   }
   log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
       << " test) optimizer=" << c.optimizer << " lr=" << c.lr << " batch=" << c.batch_size << " amp=" << c.amp
-      << " scaler=" << (use_scaler ? "on" : "off") << " threads=" << get_num_threads() << "\n";
+      << " scaler=" << (use_scaler ? "on" : "off") << " device=" << device.str() << " threads=" << get_num_threads() << "\n";
 
   TrainResult result;
   result.model = model;
@@ -142,15 +146,17 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     if (c.amp_trace && epoch == start_epoch) trace.emplace();
     model->train();
     const auto t0 = Clock::now();
-    Tensor loss_sum = zeros({});  // summed where the loss lives: no host read per step
-    int64_t batches = 0, skipped = 0, seen = 0;
+    // summed where the loss lives: no host read per step
+    Tensor loss_sum = zeros({}, TensorOptions().device(device)), skipped_sum = zeros({}, TensorOptions().device(device));
+    int64_t batches = 0, seen = 0;
     const int64_t n_batches = train_loader.size();
     opt->zero_grad();
-    for (auto [x, y] : train_loader) {
+    for (auto [x_host, y_host] : train_loader) {
+      const Tensor x = x_host.to(device), y = y_host.to(device);
       // 1. forward under autocast: GEMMs in 16 bits, the loss in float32 (the policy table)
       Tensor loss;
       {
-        amp::autocast ac(DeviceType::CPU, amp_dtype, use_amp);
+        amp::autocast ac(device.type, amp_dtype, use_amp);
         loss = nn::functional::cross_entropy(model->forward(x), y);
       }
       // 2. scaled backward; gradients of micro-batches add up in .grad
@@ -164,7 +170,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
           scaler.unscale_(*opt);
           optim::clip_grad_norm_(opt->params(), c.clip_grad);
         }
-        skipped += !scaler.step(*opt);
+        amp::StepResult stepped = scaler.step(*opt);  // left unread: a read would wait for the GPU
+        if (stepped.found_inf().defined()) skipped_sum = skipped_sum + stepped.found_inf();
         scaler.update();
         opt->zero_grad();
       }
@@ -185,15 +192,16 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     int64_t correct = 0;
     {
       NoGradGuard no_grad;
-      amp::autocast ac(DeviceType::CPU, amp_dtype, use_amp);
-      for (auto [x, y] : test_loader) {
+      amp::autocast ac(device.type, amp_dtype, use_amp);
+      for (auto [x_host, y_host] : test_loader) {
+        const Tensor x = x_host.to(device), y = y_host.to(device);
         Tensor logits = model->forward(x);
         test_loss += nn::functional::cross_entropy(logits, y).item<double>() * x.size(0);
         correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
       }
     }
     EpochResult r{epoch + 1, loss_sum.item<double>() / batches, test_loss / test_set.size(),
-                  double(correct) / test_set.size(), seconds, scaler.get_scale(), skipped};
+                  double(correct) / test_set.size(), seconds, scaler.get_scale(), skipped_sum.item<int64_t>()};
     result.epochs.push_back(r);
     log << "epoch " << r.epoch << "/" << c.epochs << std::fixed << std::setprecision(4) << "  train_loss " << r.train_loss
         << "  test_loss " << r.test_loss << "  test_acc " << r.test_acc << std::setprecision(2) << "  " << r.seconds << "s";

@@ -23,6 +23,7 @@ struct TrainConfig {
   std::string optimizer = "sgd";    // sgd | adam | adamw
   uint64_t seed = 0;
   int threads = 0;                  // 0: all cores
+  std::string device = "cpu";       // cpu | cuda
   std::string amp = "off";          // off | fp16 | bf16
   std::string scaler = "auto";      // on | off | auto (on for fp16, off otherwise)
   int accum_steps = 1;              // micro-batches per optimizer step

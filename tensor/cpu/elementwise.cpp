@@ -3,6 +3,7 @@
 // for_each_run; the load converts to A and the store rounds once (round-to-nearest-even).
 #include <cmath>
 
+#include "tensor/cpu/half_convert.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
 #include "tensor/scalar_math.h"
@@ -184,25 +185,16 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {
-  broadcast_shapes("copy_", dst.shape(), src.shape());
   AMPGRAD_CHECK(numel_of(broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
                 "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
-  // Contiguous float <-> float casts (every autocast and every half GEMM's widening) go through
-  // Eigen's vectorised conversions (F16C for float16): same round-to-nearest-even, ~8x faster.
-  const bool vector_cast = dst.is_floating_point() && src.is_floating_point() && dst.shape() == src.shape() &&
-                           dst.is_contiguous() && src.is_contiguous();
+  // Contiguous float32 <-> 16-bit casts (every autocast cast, every half GEMM's widening) take
+  // the vectorised path of half_convert.h.
+  const bool contiguous_pair = dst.shape() == src.shape() && dst.is_contiguous() && src.is_contiguous();
   dispatch(dst.dtype(), [&](auto dtag) {
     using D = typename decltype(dtag)::type;
     dispatch(src.dtype(), [&](auto stag) {
       using S = typename decltype(stag)::type;
-      if constexpr (!std::is_same_v<opmath_t<D>, int64_t> && !std::is_same_v<opmath_t<S>, int64_t>) {
-        if (vector_cast) {
-          using Vec = Eigen::Array<D, Eigen::Dynamic, 1>;
-          Eigen::Map<Vec>((D*)dst.raw_data(), dst.numel()) =
-              Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>((const S*)src.raw_data(), src.numel()).template cast<D>();
-          return;
-        }
-      }
+      if (contiguous_pair && convert_contiguous((D*)dst.raw_data(), (const S*)src.raw_data(), dst.numel())) return;
       // through the wider math type: half -> float -> half keeps the bits; float -> half rounds once
       map_into<D, S>(dst, src, [](S v) { return static_cast<D>(static_cast<opmath_t<S>>(v)); });
     });
@@ -222,6 +214,7 @@ void fill_(const Tensor& dst, double value) {
 
 void axpy_(const Tensor& y, const Tensor& x, double alpha) {
   AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
+  AMPGRAD_CHECK(y.dtype() != kBool, "add_: not defined for dtype bool");
   AMPGRAD_CHECK(broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
                 "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
   dispatch(y.dtype(), [&](auto tag) {
@@ -235,6 +228,7 @@ void axpy_(const Tensor& y, const Tensor& x, double alpha) {
 }
 
 void scale_(const Tensor& y, double factor) {
+  AMPGRAD_CHECK(y.dtype() != kBool, "mul_: not defined for dtype bool");
   dispatch(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;

@@ -52,8 +52,11 @@ Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) 
 Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   Tensor cols = cols_in;
   if (!cols.is_contiguous()) { cols = empty(cols_in.shape(), cols_in.dtype()); copy_(cols, cols_in); }
+  AMPGRAD_CHECK(cols.dtype() != kBool, "conv2d: not defined for dtype bool");
   const int64_t N = x_shape[0], C = x_shape[1], H = x_shape[2], W = x_shape[3];
   const int64_t Ho = out_size(H, kh, s, p), Wo = out_size(W, kw, s, p);
+  AMPGRAD_CHECK(cols.dim() == 2 && cols.shape()[0] == N * Ho * Wo && cols.shape()[1] == C * kh * kw,
+                "conv2d: columns of shape " << shape_str(cols.shape()) << " do not match image " << shape_str(x_shape));
   Tensor x = zeros(x_shape, cols.dtype());
   dispatch(cols.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -13,6 +13,11 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // Strides that read `t` as if it had shape `out` (broadcast dims get stride 0).
 Shape broadcast_strides(const Tensor& t, const Shape& out);
 
+// Reduction geometry (reduce.cpp), shared with the CUDA backend: `dims` wrapped, deduplicated
+// and sorted; and x viewed as [kept dims..., reduced dims...] with the output's shape.
+Shape normalize_dims(const char* op, const Shape& dims, int64_t ndim);
+std::pair<Tensor, Shape> move_reduced_last(const Tensor& x, const Shape& reduced, bool keepdim);
+
 // Calls run(ptrs, inner_strides, n) for each innermost run, where ptrs[k] points at the run's
 // first element of operand k. Operands are (base pointer, element size, strides over `shape`).
 template <size_t N, class F>

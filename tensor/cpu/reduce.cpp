@@ -15,7 +15,7 @@ using namespace ampgrad::kernels;
 // accumulator type: double for float32/float64 sums, float for half, int64 for integers
 template <class T> using acc_t = std::conditional_t<std::is_floating_point_v<opmath_t<T>>, std::conditional_t<std::is_same_v<opmath_t<T>, float> && !std::is_same_v<T, float>, float, double>, int64_t>;
 
-static Shape normalize_dims(const char* op, const Shape& dims, int64_t ndim) {
+Shape normalize_dims(const char* op, const Shape& dims, int64_t ndim) {
   Shape out;
   for (int64_t d : dims) {
     int64_t w = d < 0 ? d + ndim : d;
@@ -27,7 +27,7 @@ static Shape normalize_dims(const char* op, const Shape& dims, int64_t ndim) {
 }
 
 // Splits x's dims into kept and reduced, returning (x viewed as [kept..., reduced...], out shape).
-static std::pair<Tensor, Shape> move_reduced_last(const Tensor& x, const Shape& red, bool keepdim) {
+std::pair<Tensor, Shape> move_reduced_last(const Tensor& x, const Shape& red, bool keepdim) {
   Shape perm, pshape, pstrides, out_shape;
   for (int64_t d = 0; d < x.dim(); ++d) {
     bool r = std::binary_search(red.begin(), red.end(), d);
@@ -114,7 +114,9 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bo
 // position in a contiguous tensor of `shape` with the dim coordinate replaced by the index).
 template <class F> static void walk_index(const char* op, const Shape& shape, int64_t dim, const Tensor& index, F f) {
   AMPGRAD_CHECK(index.dtype() == kInt64, op << ": index must be int64, got " << dtype_name(index.dtype()));
-  AMPGRAD_CHECK(index.dim() == (int64_t)shape.size(), op << ": index of shape " << shape_str(index.shape()) << " must have the rank of " << shape_str(shape));
+  AMPGRAD_CHECK(index.dim() == (int64_t)shape.size() && !shape.empty(), op << ": index of shape " << shape_str(index.shape()) << " must have the rank of " << shape_str(shape));
+  for (int64_t d = 0; d < index.dim(); ++d)  // PyTorch's rule: the index may not outgrow the tensor off `dim`
+    AMPGRAD_CHECK(d == dim || index.shape()[d] <= shape[d], op << ": index of shape " << shape_str(index.shape()) << " is larger than " << shape_str(shape) << " in dim " << d);
   Tensor ic = contiguous_copy(index);
   const int64_t* ip = ic.data_ptr<int64_t>();
   Shape strides = contiguous_strides(shape), coord(shape.size(), 0);
@@ -131,6 +133,7 @@ template <class F> static void walk_index(const char* op, const Shape& shape, in
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  AMPGRAD_CHECK(x.dim() > 0, "gather: needs at least one dim");
   dim = normalize_dims("gather", {dim}, x.dim())[0];
   Tensor xc = contiguous_copy(x), out = empty(index.shape(), x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
@@ -143,6 +146,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  AMPGRAD_CHECK(!shape.empty(), "scatter_add: needs at least one dim");
+  AMPGRAD_CHECK(src.dtype() != kBool, "scatter_add: not defined for dtype bool");
   dim = normalize_dims("scatter_add", {dim}, (int64_t)shape.size())[0];
   AMPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(index.shape()) << " differ");
   Tensor out = zeros(shape, src.dtype()), sc = contiguous_copy(src);

@@ -17,7 +17,23 @@ namespace ampgrad::cuda {
 void check(cudaError_t status, const char* call, const char* file, int line);
 #define AMPGRAD_CUDA_CHECK(call) ::ampgrad::cuda::check((call), #call, __FILE__, __LINE__)
 
-cudaStream_t stream();  // the stream all kernels and copies of this thread are ordered on
+// The stream every kernel, copy and cuBLAS call is ordered on: the legacy default stream, one
+// queue per device shared by all host threads. That single order is what lets the caching
+// allocator hand a freed block to the next tensor at once, with no event to wait on.
+cudaStream_t stream();
+
+// Makes `device` current for its scope: cudaMalloc, cuBLAS handles and launches act on the
+// current device. Restores the previous one on exit.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0, device_ = 0;
+};
 
 // Device memory through the caching allocator (allocator.cpp): sizes are rounded up and freed
 // blocks are kept in per-size free lists, so a training step's steady state calls cudaMalloc

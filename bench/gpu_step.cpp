@@ -1,0 +1,104 @@
+// gpu_step.cpp — the speed of one training step on the GPU: an MLP of 4 Linear layers 4096 wide
+// (ReLU between), batch 2048, cross-entropy over 4096 classes, fused AdamW, in float32 (TF32
+// off), float16 autocast with the GradScaler, and bfloat16 autocast. Prints one line per
+// precision, "ampgrad <precision> <median ms/step>", as bench/torch_gpu_step.py does for
+// PyTorch; scripts/gpu-check.sh puts both in one table. Leaves out correctness (tests/test_cuda.cpp).
+//
+// Each step is timed on the device by CUDA events recorded between steps, so the timed region
+// holds no host sync (the steps' own code has none either): the host waits once before it and
+// once after it, and the gaps a slow host leaves show up in the times, as they should.
+//
+//   build/bench/gpu_step [--steps 50] [--warmup 10] [--width 4096] [--batch 2048] [--layers 4]
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
+#include "autograd/ops.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
+#include "tensor/cuda/runtime.h"
+
+using namespace ampgrad;
+
+struct Config {
+  int64_t width = 4096, batch = 2048, layers = 4;
+  int warmup = 10, steps = 50;
+};
+
+static double median_ms_per_step(const std::string& precision, const Config& c, nn::Module& model) {
+  const Device gpu = Device::cuda();
+  const bool use_amp = precision != "fp32";
+  const DType amp_dtype = precision == "bf16" ? kBFloat16 : kFloat16;
+  optim::AdamW opt(model.parameters(), {.lr = 1e-4});
+  amp::GradScaler scaler({.enabled = precision == "fp16"});  // bf16 has float32's range: no scaling
+  manual_seed(1);
+  Tensor x = randn({c.batch, c.width}, TensorOptions().device(gpu));                   // (N, D)
+  Tensor y = randint(0, c.width, {c.batch}, TensorOptions(kInt64).device(gpu));        // (N)
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      amp::autocast ac(DeviceType::CUDA, amp_dtype, use_amp);
+      loss = cross_entropy(model.forward(x), y);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(opt);  // left unread: reading it would wait for the GPU
+    scaler.update();
+  };
+  for (int i = 0; i < c.warmup; ++i) step();
+
+  std::vector<cudaEvent_t> marks(c.steps + 1);
+  for (cudaEvent_t& e : marks) AMPGRAD_CUDA_CHECK(cudaEventCreate(&e));
+  AMPGRAD_CUDA_CHECK(cudaDeviceSynchronize());
+  for (int i = 0; i < c.steps; ++i) {
+    AMPGRAD_CUDA_CHECK(cudaEventRecord(marks[i], cuda::stream()));
+    step();
+  }
+  AMPGRAD_CUDA_CHECK(cudaEventRecord(marks[c.steps], cuda::stream()));
+  AMPGRAD_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> ms(c.steps);
+  for (int i = 0; i < c.steps; ++i) AMPGRAD_CUDA_CHECK(cudaEventElapsedTime(&ms[i], marks[i], marks[i + 1]));
+  for (cudaEvent_t& e : marks) AMPGRAD_CUDA_CHECK(cudaEventDestroy(e));
+  std::nth_element(ms.begin(), ms.begin() + c.steps / 2, ms.end());
+  return ms[c.steps / 2];
+}
+
+int main(int argc, char** argv) {
+  Config c;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const long value = std::stol(argv[i + 1]);
+    if (flag == "--steps") c.steps = int(value);
+    else if (flag == "--warmup") c.warmup = int(value);
+    else if (flag == "--width") c.width = value;
+    else if (flag == "--batch") c.batch = value;
+    else if (flag == "--layers") c.layers = value;
+    else {
+      std::fprintf(stderr, "gpu_step: unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!cuda::is_available()) {
+    std::fprintf(stderr, "gpu_step: no CUDA device\n");
+    return 1;
+  }
+  cuda::set_matmul_allow_tf32(false);  // the default, stated: float32 means float32 here
+  manual_seed(0);
+  nn::Sequential model;  // float32 master weights, shared by the three runs
+  for (int64_t l = 0; l < c.layers; ++l) {
+    if (l > 0) model.push_back(std::make_shared<nn::ReLU>());
+    model.push_back(std::make_shared<nn::Linear>(c.width, c.width));
+  }
+  model.to(Device::cuda());
+  for (const char* precision : {"fp32", "fp16", "bf16"}) {
+    const double ms = median_ms_per_step(precision, c, model);
+    std::printf("ampgrad %s %.3f\n", precision, ms);
+    std::fflush(stdout);
+  }
+  const cuda::MemoryStats s = cuda::memory_stats(0);
+  std::fprintf(stderr, "gpu_step: peak allocated %.0f MiB, %lld cudaMalloc calls in all\n", double(s.peak_allocated_bytes) / (1 << 20),
+               (long long)s.num_cuda_mallocs);
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# gpu-check.sh — everything that needs a GPU, in one run on a fresh GPU machine (< 8 minutes):
+# configure and build for sm_90, the whole ctest suite (CPU and CUDA cases), MNIST on CUDA in
+# float32, float16 + GradScaler and bfloat16, then the speed of one training step of a
+# 4 x 4096 MLP at batch 2048 in each precision, beside PyTorch's when torch is installed.
+# Prints each stage's wall time; a failing stage is reported and the later ones still run.
+# The MNIST stage needs data-cache/mnist (scripts/get-data.sh; carry it to a GPU machine).
+#
+#   scripts/gpu-check.sh                 # builds in build-gpu
+#   BUILD_DIR=build-x scripts/gpu-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build-gpu}
+jobs=$(nproc 2>/dev/null || echo 16)  # 16 on the H200 machines
+log=$build/gpu-check
+summary=() failed=()
+
+# timed NAME CMD...: runs CMD, prints and records its wall time, and notes a failure.
+timed() {
+  local name=$1 t0 t1 rc=0 line
+  shift
+  echo
+  echo "=== $name"
+  t0=$(date +%s.%N)
+  "$@" || rc=$?
+  t1=$(date +%s.%N)
+  line=$(awk -v a="$t0" -v b="$t1" -v n="$name" -v rc="$rc" 'BEGIN { printf "%-28s %7.1f s%s", n, b - a, rc ? "   FAILED (exit " rc ")" : "" }')
+  echo "--- $line"
+  summary+=("$line")
+  if ((rc != 0)); then failed+=("$name"); fi
+  return 0
+}
+
+run_ctest() {
+  (cd "$build" && ctest --output-on-failure -j"$jobs" 2>&1) | tee "$log/ctest.log"
+  local rc=${PIPESTATUS[0]}
+  # With a GPU present, a skipped CUDA case means the tests did not see it: that is a failure.
+  if grep -q "test_cuda:.*Skipped" "$log/ctest.log"; then
+    echo "CUDA test cases were skipped although this machine should have a GPU"
+    return 1
+  fi
+  return "$rc"
+}
+
+mnist() {  # mnist AMP: two epochs of the MLP on the GPU
+  if [ ! -d data-cache/mnist ]; then
+    echo "no data-cache/mnist here (scripts/get-data.sh, or carry it): skipped"
+    return 0
+  fi
+  "$build/examples/mnist" --device cuda --amp "$1" --epochs 2
+}
+
+benchmark() {
+  if [ ! -x "$build/bench/gpu_step" ]; then
+    echo "bench/gpu_step was not built (bench/ is configured only where Google Benchmark is installed)"
+    return 1
+  fi
+  "$build/bench/gpu_step" | tee "$log/ampgrad.txt" || return 1
+  : >"$log/torch.txt"
+  if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    python3 bench/torch_gpu_step.py | tee "$log/torch.txt"
+  else
+    echo "PyTorch with CUDA is not installed: ampgrad alone"
+  fi
+  echo
+  awk '
+    { ms[$1 " " $2] = $3 }
+    END {
+      printf "%-10s %14s %14s %14s %16s\n", "precision", "ampgrad ms", "torch ms", "ampgrad/torch", "speedup vs fp32"
+      split("fp32 fp16 bf16", p, " ")
+      for (i = 1; i <= 3; ++i) {
+        a = ms["ampgrad " p[i]]; t = ms["torch " p[i]]
+        printf "%-10s %14s %14s %14s %16s\n", p[i], a, (t ? t : "-"), (t ? sprintf("%.2f", a / t) : "-"),
+               (a ? sprintf("%.2f", ms["ampgrad fp32"] / a) : "-")
+      }
+    }' "$log/ampgrad.txt" "$log/torch.txt"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+timed "configure (sm_90)" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAMPGRAD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
+mkdir -p "$log"
+timed "build (-j$jobs)" cmake --build "$build" -j"$jobs"
+if ((${#failed[@]} == 0)); then
+  timed "ctest (CPU + CUDA)" run_ctest
+  timed "mnist cuda fp32" mnist off
+  timed "mnist cuda fp16 + scaler" mnist fp16
+  timed "mnist cuda bf16" mnist bf16
+  timed "benchmark (MLP step)" benchmark
+fi
+
+echo
+echo "=== stages"
+printf '%s\n' "${summary[@]}"
+if ((${#failed[@]})); then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "all stages passed"

@@ -1,0 +1,65 @@
+// half_convert.h — vectorised float32 <-> float16/bfloat16 conversion of contiguous arrays.
+// Every autocast cast and every half GEMM's widening runs through here, so it must be fast
+// and bit-identical to the scalar Eigen::half / Eigen::bfloat16 conversions (round to nearest
+// even; a test compares them on ties, subnormals, overflow and inf). Eigen 3.4 does not
+// vectorise these casts itself.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+#include "tensor/dtype.h"
+
+namespace ampgrad::cpu {
+
+// bfloat16 is the top half of a float32: widening is a shift, narrowing rounds the dropped
+// 16 bits to nearest even. Plain integer loops, which the compiler vectorises.
+inline void bf16_to_float(float* dst, const bfloat16* src, int64_t n) {
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u = uint32_t(s[i]) << 16;
+    std::memcpy(&dst[i], &u, 4);
+  }
+}
+inline void float_to_bf16(bfloat16* dst, const float* src, int64_t n) {
+  uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &src[i], 4);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    d[i] = nan ? uint16_t((u & 0x80000000u) ? 0xffc0u : 0x7fc0u) : uint16_t(rounded);  // NaN: a quiet NaN, as Eigen
+  }
+}
+
+inline void half_to_float(float* dst, const half* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#endif
+  for (; i < n; ++i) dst[i] = float(src[i]);
+}
+inline void float_to_half(half* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+  for (; i < n; ++i) dst[i] = half(src[i]);
+}
+
+// dst[i] = src[i] for contiguous arrays, if (D, S) is one of the four pairs above.
+template <class D, class S> bool convert_contiguous(D* dst, const S* src, int64_t n) {
+  if constexpr (std::is_same_v<D, float> && std::is_same_v<S, half>) return half_to_float(dst, src, n), true;
+  else if constexpr (std::is_same_v<D, half> && std::is_same_v<S, float>) return float_to_half(dst, src, n), true;
+  else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, bfloat16>) return bf16_to_float(dst, src, n), true;
+  else if constexpr (std::is_same_v<D, bfloat16> && std::is_same_v<S, float>) return float_to_bf16(dst, src, n), true;
+  else return false;
+}
+
+}  // namespace ampgrad::cpu

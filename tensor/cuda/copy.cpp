@@ -1,0 +1,56 @@
+// copy.cpp — copy_ whenever a side is on the GPU: host <-> device, device <-> device, with dtype
+// casts, strides and broadcasting of src into dst. Bytes cross the PCIe bus as they are (one
+// contiguous block of src's dtype); any cast or scatter then runs where the destination lives:
+// the device kernel of copy.cu, or the CPU's copy_ for a host destination.
+#include "tensor/cuda/loops.h"
+#include "tensor/cuda/runtime.h"
+
+namespace ampgrad::cuda {
+
+// dst can take src's bytes verbatim: same dtype, same shape, both dense.
+static bool bytes_match(const Tensor& dst, const Tensor& src) {
+  return dst.dtype() == src.dtype() && dst.shape() == src.shape() && dst.is_contiguous() && src.is_contiguous();
+}
+
+static size_t nbytes(const Tensor& t) { return t.numel() * t.element_size(); }
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  AMPGRAD_CHECK(numel_of(cpu::broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
+                "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
+  if (dst.numel() == 0) return;
+
+  if (dst.device().is_cuda() && src.device().is_cuda()) {
+    AMPGRAD_CHECK(dst.device() == src.device(),
+                  "copy_: copies between " << src.device().str() << " and " << dst.device().str() << " are not supported");
+    if (bytes_match(dst, src))
+      AMPGRAD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes(src), cudaMemcpyDeviceToDevice, stream()));
+    else
+      launch_copy(dst.dtype(), src.dtype(), make_loop<2>("copy_", dst.shape(), {&dst, &src}));
+    return;
+  }
+
+  if (src.device().is_cpu()) {  // host -> device
+    Tensor host = src;
+    if (!src.is_contiguous()) {
+      host = empty(src.shape(), src.dtype());
+      cpu::copy_(host, src);
+    }
+    Tensor dev = bytes_match(dst, host) ? dst : empty_on(dst, src.shape(), src.dtype());
+    // No sync: from pageable memory (all CPU storage is) the call returns once the bytes are
+    // staged by the driver, so `host` may be freed right after. (It does wait for the stream's
+    // earlier work first: the one implicit sync of a host-to-device copy.)
+    AMPGRAD_CUDA_CHECK(cudaMemcpyAsync(dev.raw_data(), host.raw_data(), nbytes(host), cudaMemcpyHostToDevice, stream()));
+    if (!dev.is_same(dst)) cuda::copy_(dst, dev);
+    return;
+  }
+
+  // device -> host
+  Tensor dev = contiguous(src);
+  Tensor host = bytes_match(dst, dev) ? dst : empty(src.shape(), src.dtype());
+  AMPGRAD_CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), dev.raw_data(), nbytes(dev), cudaMemcpyDeviceToHost, stream()));
+  // Sync: the host reads these bytes next (the caller, or the CPU copy below), so they must have landed.
+  AMPGRAD_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  if (!host.is_same(dst)) cpu::copy_(dst, host);
+}
+
+}  // namespace ampgrad::cuda

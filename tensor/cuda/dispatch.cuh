@@ -1,0 +1,63 @@
+// dispatch.cuh — dtypes on the device: DType -> C++ type, the "opmath" type arithmetic runs in,
+// and the one conversion every store goes through. The device twin of tensor/dtype.h's
+// dispatch and opmath_t; it leaves out names, sizes and promotion (host matters, in dtype.h).
+//
+//   dispatch(dtype, [&](auto tag) { using T = typename decltype(tag)::type; my_kernel<T><<<...>>>(...); });
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "tensor/cuda/runtime.h"
+#include "tensor/dtype_enum.h"
+
+namespace ampgrad::cuda {
+
+template <class T> struct type_tag { using type = T; };
+
+// Calls f(type_tag<T>{}) with the device type of `t`: __half and __nv_bfloat16 hold the same
+// bits as Eigen::half and Eigen::bfloat16, so a tensor's bytes are read as these unchanged.
+template <class F> void dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: return f(type_tag<float>{});
+    case DType::Float64: return f(type_tag<double>{});
+    case DType::Float16: return f(type_tag<__half>{});
+    case DType::BFloat16: return f(type_tag<__nv_bfloat16>{});
+    case DType::Int64: return f(type_tag<int64_t>{});
+    case DType::Bool: return f(type_tag<bool>{});
+  }
+}
+
+// Floating types only, for kernels the C++ side has already refused other dtypes
+// (require_floating), so nothing else is compiled for them.
+template <class F> void dispatch_floating(DType t, F&& f) {
+  switch (t) {
+    case DType::Float64: return f(type_tag<double>{});
+    case DType::Float16: return f(type_tag<__half>{});
+    case DType::BFloat16: return f(type_tag<__nv_bfloat16>{});
+    default: return f(type_tag<float>{});
+  }
+}
+
+// "opmath": half types compute in float32; bool computes as int64, as on the CPU.
+template <class T> struct opmath { using type = T; };
+template <> struct opmath<__half> { using type = float; };
+template <> struct opmath<__nv_bfloat16> { using type = float; };
+template <> struct opmath<bool> { using type = int64_t; };
+template <class T> using opmath_t = typename opmath<T>::type;
+
+// The store conversion. Half types round once, to nearest even, from float — also from double
+// and int64, which go through float first exactly as Eigen::half(x) does on the CPU, so both
+// backends produce the same bits. Everything else is a plain C++ conversion.
+template <class T, class A> __host__ __device__ inline T cast(A a) {
+  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(static_cast<float>(a));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(a));
+  else return static_cast<T>(a);
+}
+
+// The load conversion: a stored element into its opmath type (half -> float is exact).
+template <class T> __host__ __device__ inline opmath_t<T> load(T v) { return static_cast<opmath_t<T>>(v); }
+
+}  // namespace ampgrad::cuda

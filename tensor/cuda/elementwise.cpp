@@ -1,0 +1,64 @@
+// elementwise.cpp — the C++ side of CUDA maps and zips: the same checks (and error text) as
+// tensor/cpu/elementwise.cpp, the output on the input's device, and a Loop for the kernel.
+// The kernels are in elementwise.cu; copy_ is in copy.cpp.
+#include "tensor/cuda/loops.h"
+
+namespace ampgrad::cuda {
+using namespace ampgrad::kernels;
+
+Tensor unary(Unary op, const Tensor& x) {
+  bool signed_int_ok = op == Unary::neg || op == Unary::abs || op == Unary::relu;
+  AMPGRAD_CHECK(x.is_floating_point() || (signed_int_ok && x.dtype() == kInt64),
+                unary_name(op) << ": not defined for dtype " << dtype_name(x.dtype()));
+  Tensor out = empty_on(x, x.shape(), x.dtype());
+  launch_unary(op, x.dtype(), make_loop<2>(unary_name(op), out.shape(), {&out, &x}));
+  return out;
+}
+
+Tensor pow_scalar(const Tensor& x, double p) {
+  require_floating("pow", x.dtype());
+  Tensor out = empty_on(x, x.shape(), x.dtype());
+  launch_pow_scalar(x.dtype(), make_loop<2>("pow", out.shape(), {&out, &x}), p);
+  return out;
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  Tensor out = empty_on(x, x.shape(), x.dtype());
+  launch_clamp(x.dtype(), make_loop<2>("clamp", out.shape(), {&out, &x}), lo.has_value(), lo.value_or(0),
+               hi.has_value(), hi.value_or(0));
+  return out;
+}
+
+Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
+  const char* name = binary_name(op);
+  AMPGRAD_CHECK(a.dtype() == b.dtype(), name << ": dtypes differ (" << dtype_name(a.dtype()) << " and "
+                                             << dtype_name(b.dtype()) << "); promote before the kernel");
+  bool compare = op >= Binary::eq && op <= Binary::ge;
+  bool integer_ok = compare || (a.dtype() == kInt64 && (op == Binary::add || op == Binary::sub || op == Binary::mul));
+  AMPGRAD_CHECK(a.is_floating_point() || integer_ok, name << ": not defined for dtype " << dtype_name(a.dtype()));
+  Tensor out = empty_on(a, cpu::broadcast_shapes(name, a.shape(), b.shape()), compare ? kBool : a.dtype());
+  launch_binary(op, a.dtype(), make_loop<3>(name, out.shape(), {&out, &a, &b}));
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  AMPGRAD_CHECK(cond.dtype() == kBool, "where: condition must be bool, got " << dtype_name(cond.dtype()));
+  AMPGRAD_CHECK(a.dtype() == b.dtype(), "where: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
+  Shape shape = cpu::broadcast_shapes("where", cond.shape(), cpu::broadcast_shapes("where", a.shape(), b.shape()));
+  Tensor out = empty_on(a, shape, a.dtype());
+  launch_where(a.dtype(), make_loop<4>("where", shape, {&out, &cond, &a, &b}));
+  return out;
+}
+
+void fill_(const Tensor& dst, double value) { launch_fill(dst.dtype(), make_loop<1>("fill_", dst.shape(), {&dst}), value); }
+
+void axpy_(const Tensor& y, const Tensor& x, double alpha) {
+  AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
+  AMPGRAD_CHECK(cpu::broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
+                "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
+  launch_axpy(y.dtype(), make_loop<3>("add_", y.shape(), {&y, &y, &x}), alpha);
+}
+
+void scale_(const Tensor& y, double factor) { launch_scale(y.dtype(), make_loop<2>("mul_", y.shape(), {&y, &y}), factor); }
+
+}  // namespace ampgrad::cuda

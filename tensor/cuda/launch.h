@@ -1,0 +1,74 @@
+// launch.h — the seam between the CUDA backend's C++ side (tensor/cuda/*.cpp: checks, output
+// allocation, geometry) and its kernel side (tensor/cuda/*.cu): plain-old-data launch arguments
+// and one launcher per kernel family. No Tensor and no Eigen here, so nvcc never sees them.
+//
+//   Tensor out = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+//   launch_unary(Unary::exp, x.dtype(), make_loop<2>("exp", out.shape(), {&out, &x}));  // loops.h
+#pragma once
+#include <cstdint>
+
+#include "tensor/dtype_enum.h"
+#include "tensor/op_enum.h"
+
+namespace ampgrad::cuda {
+
+inline constexpr int kMaxDims = 8;  // rank a kernel indexes, after merging dims dense in every operand
+
+// N operands walked over one shape, element by element; operand 0 is the one written. Strides are
+// in elements over `shape` (0 along a broadcast dim). When `contiguous`, every operand is dense
+// and aligned with the others, so element i sits at offset i in each.
+template <int N> struct Loop {
+  void* data[N];
+  int64_t numel;
+  int ndim;
+  bool contiguous;
+  int64_t shape[kMaxDims];
+  int64_t strides[N][kMaxDims];
+};
+
+// ---- elementwise.cu (dtype: of the inputs; outputs as tensor/kernels.h says) ----
+void launch_unary(kernels::Unary op, DType dtype, const Loop<2>& loop);                  // (out, x)
+void launch_pow_scalar(DType dtype, const Loop<2>& loop, double exponent);               // (out, x)
+void launch_clamp(DType dtype, const Loop<2>& loop, bool has_lo, double lo, bool has_hi, double hi);
+void launch_binary(kernels::Binary op, DType dtype, const Loop<3>& loop);                // (out, a, b)
+void launch_where(DType dtype, const Loop<4>& loop);                                     // (out, cond, a, b)
+void launch_fill(DType dtype, const Loop<1>& loop, double value);                        // (dst)
+void launch_axpy(DType dtype, const Loop<3>& loop, double alpha);                        // (y, y, x)
+void launch_scale(DType dtype, const Loop<2>& loop, double factor);                      // (y, y)
+
+// ---- copy.cu: dst = src converted, any geometry on one device ----
+void launch_copy(DType dst_dtype, DType src_dtype, const Loop<2>& loop);                // (dst, src)
+
+// ---- reduce.cu: x contiguous, viewed as (rows, R) or (R, cols) ----
+// out[r] = sum_i x[r, i]; out is x's dtype for floating x, int64 otherwise. `device` is where
+// x lives: long rows are summed in two passes through a scratch buffer allocated there.
+void launch_sum_rows(DType dtype, const void* x, void* out, int64_t rows, int64_t R, int device);
+// out[j] = sum_i x[i, j]: the reduced dims lead, as for a bias gradient, so no transpose is needed.
+void launch_sum_columns(DType dtype, const void* x, void* out, int64_t R, int64_t cols, int device);
+// values[r], indices[r]: the max (or min) of row r; the first index on ties; a NaN wins.
+void launch_max_rows(DType dtype, const void* x, void* values, int64_t* indices, int64_t rows, int64_t R, bool is_min);
+
+// A contiguous int64 index of shape index_shape, addressing a contiguous tensor with `strides`
+// along `dim` (of size dim_size): element k of the index names position
+// sum_d (d == dim ? index[k] : coord_d(k)) * strides[d].
+struct IndexGeometry {
+  int ndim, dim;
+  int64_t numel, dim_size;
+  int64_t index_shape[kMaxDims], strides[kMaxDims];
+};
+void launch_gather(DType dtype, const void* x, const int64_t* index, void* out, const IndexGeometry& g);
+void launch_scatter_add(DType dtype, const void* src, const int64_t* index, void* out, const IndexGeometry& g);
+
+// ---- softmax.cu: x and out contiguous (rows, C) ----
+void launch_softmax_rows(DType dtype, const void* x, void* out, int64_t rows, int64_t C, bool log);
+
+// ---- image.cu: contiguous (N, C, H, W) images, (N*Ho*Wo, C*kh*kw) columns ----
+struct ImageGeometry {
+  int64_t N, C, H, W, Ho, Wo, kh, kw, stride, pad;
+};
+void launch_im2col(DType dtype, const void* x, void* cols, const ImageGeometry& g);
+void launch_col2im(DType dtype, const void* cols, void* x, const ImageGeometry& g);
+// window kh x kw (== k x k), no padding; indices are flat positions in H*W
+void launch_max_pool2d(DType dtype, const void* x, void* out, int64_t* indices, const ImageGeometry& g);
+
+}  // namespace ampgrad::cuda

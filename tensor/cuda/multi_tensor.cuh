@@ -1,0 +1,80 @@
+// multi_tensor.cuh — one kernel launch over a whole list of tensors, for the GradScaler's unscale
+// (amp/amp_kernels.cu) and the fused optimizer steps (optim/*.cu): PyTorch's multi_tensor_apply,
+// simplified. Leaves out vectorised loads and mixed dtypes (all float32 here).
+//
+// The tensors' pointers travel by value in the kernel's parameters, up to the classic 4 KB a
+// launch carries: no device array is built, uploaded, kept alive until the kernel ran, or waited
+// for, so the launch costs the host nothing but the launch. A longer list takes one launch per
+// pack. Each tensor is cut into chunks of kMultiTensorChunk elements and every block takes one
+// chunk, so a 16M-element weight and a 10-element bias share a launch and no block idles.
+//
+//   for_each_pack(items, [&](const TensorPack<Item>& pack) {
+//     my_kernel<<<pack.blocks(), kMultiTensorBlock, 0, stream()>>>(pack, ...);
+//     AMPGRAD_CUDA_CHECK(cudaGetLastError());
+//   });
+//   // in my_kernel(const __grid_constant__ TensorPack<Item> pack, ...):
+//   const BlockChunk c = block_chunk(pack);
+//   for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) ... pack.items[c.item] ...
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "tensor/cuda/runtime.h"
+
+namespace ampgrad::cuda {
+
+constexpr int kMultiTensorBlock = 256;        // threads per block
+constexpr int64_t kMultiTensorChunk = 16384;  // elements per block: 64 per thread
+
+// Item: one tensor's pointers and its element count `numel` (a POD the caller defines).
+template <class Item> struct TensorPack {
+  // What fits in 4 KB, keeping 256 bytes for the kernel's other parameters (and 16 for the
+  // last first_chunk entry and count).
+  static constexpr int capacity = int((4096 - 256 - 16) / (sizeof(Item) + sizeof(int64_t)));
+  Item items[capacity];
+  int64_t first_chunk[capacity + 1];  // item t owns blocks [first_chunk[t], first_chunk[t + 1])
+  int count;
+  // At least one block: a pack of empty tensors still launches, and that block finds no work.
+  unsigned blocks() const { return unsigned(first_chunk[count] > 0 ? first_chunk[count] : 1); }
+};
+
+// Splits items into packs and calls launch(pack) for each, in order.
+template <class Item, class Launch> void for_each_pack(const std::vector<Item>& items, Launch&& launch) {
+  static_assert(sizeof(TensorPack<Item>) <= 4096 - 256, "a TensorPack must fit in a launch's parameters");
+  TensorPack<Item> pack;
+  pack.count = 0;
+  pack.first_chunk[0] = 0;
+  for (const Item& item : items) {
+    pack.items[pack.count] = item;
+    pack.first_chunk[pack.count + 1] = pack.first_chunk[pack.count] + (item.numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
+    if (++pack.count == TensorPack<Item>::capacity) {
+      launch(pack);
+      pack.count = 0;
+    }
+  }
+  if (pack.count > 0) launch(pack);
+}
+
+// The item this block works on and its chunk's element range [begin, end).
+struct BlockChunk {
+  int item;
+  int64_t begin, end;
+};
+
+// A binary search for the last item whose chunks start at or before this block (empty items
+// own no blocks and are stepped over). The pack must be a __grid_constant__ kernel parameter,
+// so indexing it reads parameter memory in place instead of copying 4 KB per thread.
+template <class Item> __device__ __forceinline__ BlockChunk block_chunk(const TensorPack<Item>& pack) {
+  const int64_t block = blockIdx.x;
+  int lo = 0, hi = pack.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (pack.first_chunk[mid] <= block) lo = mid;
+    else hi = mid - 1;
+  }
+  const int64_t begin = (block - pack.first_chunk[lo]) * kMultiTensorChunk;
+  const int64_t end = begin + kMultiTensorChunk < pack.items[lo].numel ? begin + kMultiTensorChunk : pack.items[lo].numel;
+  return {lo, begin, end};
+}
+
+}  // namespace ampgrad::cuda

@@ -1,0 +1,85 @@
+// reduce.cpp — the C++ side of CUDA reductions and gather/scatter: the CPU backend's checks,
+// dim handling and error text (tensor/cpu/reduce.cpp), then one launcher of reduce.cu.
+// As on the CPU, reduced dims move last (a view) and are made contiguous, unless they already
+// lead a contiguous tensor, which is summed down its columns without a copy.
+#include <numeric>
+
+#include "tensor/cuda/loops.h"
+
+namespace ampgrad::cuda {
+using namespace ampgrad::kernels;
+
+Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
+  Shape red = dims_in.empty() ? Shape() : cpu::normalize_dims("sum", dims_in, x.dim());
+  if (dims_in.empty()) { red.resize(x.dim()); std::iota(red.begin(), red.end(), 0); }
+  auto [moved, out_shape] = cpu::move_reduced_last(x, red, keepdim);
+  int64_t R = 1;
+  for (int64_t d : red) R *= x.shape()[d];
+  const int64_t rows = R == 0 ? numel_of(out_shape) : x.numel() / R;
+  Tensor out = empty_on(x, out_shape, x.is_floating_point() ? x.dtype() : kInt64);
+  bool leading = x.is_contiguous() && !red.empty() && red.back() == (int64_t)red.size() - 1;
+  if (leading && rows > 1) {  // out[j] = sum_i x[i, j]
+    launch_sum_columns(x.dtype(), x.raw_data(), out.raw_data(), R, rows, x.device().index);
+  } else {
+    Tensor c = contiguous(moved);
+    launch_sum_rows(x.dtype(), c.raw_data(), out.raw_data(), rows, R, x.device().index);
+  }
+  return out;
+}
+
+std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
+  const char* op = is_min ? "min" : "max";
+  Shape red = cpu::normalize_dims(op, {dim}, x.dim());
+  AMPGRAD_CHECK(x.numel() > 0 && (x.dim() == 0 || x.shape()[red[0]] > 0), op << ": cannot reduce an empty dimension of shape " << shape_str(x.shape()));
+  auto [moved, out_shape] = cpu::move_reduced_last(x, red, keepdim);
+  const int64_t R = x.dim() == 0 ? 1 : x.shape()[red[0]], rows = x.numel() / R;
+  Tensor values = empty_on(x, out_shape, x.dtype()), indices = empty_on(x, out_shape, kInt64);
+  Tensor c = contiguous(moved);
+  launch_max_rows(x.dtype(), c.raw_data(), values.raw_data(), indices.data_ptr<int64_t>(), rows, R, is_min);
+  return {values, indices};
+}
+
+// The checks of the CPU's walk_index, plus one it lacks (index no longer than `shape` off `dim`,
+// which would read or write out of bounds), and the geometry for reduce.cu. Index values are
+// checked in the kernel, where they are.
+static IndexGeometry index_geometry(const char* op, const Shape& shape, int64_t dim, const Tensor& index) {
+  AMPGRAD_CHECK(index.dtype() == kInt64, op << ": index must be int64, got " << dtype_name(index.dtype()));
+  AMPGRAD_CHECK(index.dim() == (int64_t)shape.size(), op << ": index of shape " << shape_str(index.shape()) << " must have the rank of " << shape_str(shape));
+  AMPGRAD_CHECK(index.dim() <= kMaxDims, op << ": CUDA kernels index at most " << kMaxDims << " dims, got shape " << shape_str(shape));
+  IndexGeometry g{};
+  g.ndim = (int)index.dim();
+  g.dim = (int)dim;
+  g.numel = index.numel();
+  g.dim_size = shape.empty() ? 1 : shape[dim];
+  const Shape strides = contiguous_strides(shape);
+  for (int d = 0; d < g.ndim; ++d) {
+    AMPGRAD_CHECK(d == dim || index.shape()[d] <= shape[d], op << ": index of shape " << shape_str(index.shape())
+                                                               << " is larger than " << shape_str(shape) << " outside dim " << dim);
+    g.index_shape[d] = index.shape()[d];
+    g.strides[d] = strides[d];
+  }
+  return g;
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  dim = cpu::normalize_dims("gather", {dim}, x.dim())[0];
+  Tensor xc = contiguous(x), out = empty_on(x, index.shape(), x.dtype());
+  IndexGeometry g = index_geometry("gather", x.shape(), dim, index);
+  Tensor ic = contiguous(index);
+  launch_gather(x.dtype(), xc.raw_data(), ic.data_ptr<int64_t>(), out.raw_data(), g);
+  return out;
+}
+
+// Atomic adds: where several index entries name one position, the order of their additions
+// (and so the last bits of a floating sum) may differ from run to run.
+Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  dim = cpu::normalize_dims("scatter_add", {dim}, (int64_t)shape.size())[0];
+  AMPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(index.shape()) << " differ");
+  Tensor out = zeros(shape, TensorOptions(src.dtype()).device(src.device())), sc = contiguous(src);
+  IndexGeometry g = index_geometry("scatter_add", shape, dim, index);
+  Tensor ic = contiguous(index);
+  launch_scatter_add(src.dtype(), sc.raw_data(), ic.data_ptr<int64_t>(), out.raw_data(), g);
+  return out;
+}
+
+}  // namespace ampgrad::cuda

@@ -1,0 +1,56 @@
+// runtime.cpp — the CUDA backend's runtime services (runtime.h): error checks, the stream,
+// device discovery, the current-device guard and the TF32 switch. Leaves out memory (the
+// caching allocator, allocator.cpp) and cuBLAS (cublas.cpp).
+#include "tensor/cuda/runtime.h"
+
+#include <atomic>
+
+#include "tensor/device.h"
+#include "tensor/error.h"
+
+namespace ampgrad::cuda {
+
+void check(cudaError_t status, const char* call, const char* file, int line) {
+  if (status == cudaSuccess) return;
+  // The runtime also keeps a failed call's status as "the last error"; clear it, or the next
+  // launch check (cudaGetLastError) would report this failure again as its own. Sticky errors
+  // (a kernel's illegal address) survive this and fail every later call, as they should.
+  (void)cudaGetLastError();
+  AMPGRAD_CHECK(false, "CUDA error: " << call << " failed at " << file << ":" << line << ": " << cudaGetErrorString(status)
+                                      << " (" << cudaGetErrorName(status) << ")");
+}
+
+// The legacy stream, named explicitly rather than as 0, so every file means the same queue
+// whether or not it was compiled with --default-stream per-thread.
+cudaStream_t stream() { return cudaStreamLegacy; }
+
+DeviceGuard::DeviceGuard(int device) : device_(device) {
+  AMPGRAD_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (device_ != previous_) AMPGRAD_CUDA_CHECK(cudaSetDevice(device_));
+}
+DeviceGuard::~DeviceGuard() {
+  // Cannot fail (previous_ was current a moment ago), and a destructor must not throw.
+  if (device_ != previous_) (void)cudaSetDevice(previous_);
+}
+
+// Asked once: the answer cannot change within a process. Without a driver or a GPU (a build
+// machine) the query fails rather than answering 0; that failure means "no devices", not an error.
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+bool is_available() { return device_count() > 0; }
+
+// A process-wide switch, as torch.backends.cuda.matmul.allow_tf32 is; atomic so any thread may flip it.
+static std::atomic<bool> allow_tf32{false};
+void set_matmul_allow_tf32(bool allow) { allow_tf32.store(allow); }
+bool matmul_allow_tf32() { return allow_tf32.load(); }
+
+}  // namespace ampgrad::cuda

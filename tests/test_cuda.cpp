@@ -1,0 +1,441 @@
+// test_cuda.cpp — the CUDA backend against the CPU: every op of autograd/ops.h on both devices
+// (forward and backward, float32 / float16 / bfloat16), host <-> device copies of every dtype,
+// the caching allocator, the GradScaler's fused kernels, the sync-free optimizer step, TF32's
+// default. Every case opens with SKIP_WITHOUT_GPU(): on a machine without a GPU each reports
+// itself skipped. The CPU backend is the reference: test_ops.cpp checks it against closed forms.
+//
+// Adding an op: one row in op_table() — its name, input shapes and value range, the op as a
+// lambda, the longest float32 sum in its forward or backward (R) and the roundings an output
+// passes through (steps). The tolerance follows from them (see tolerance()).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "amp/amp_kernels.h"
+#include "amp/grad_scaler.h"
+#include "autograd/ops.h"
+#include "optim/optim.h"
+#include "skip.h"
+#ifdef AMPGRAD_WITH_CUDA
+#include "tensor/cuda/runtime.h"
+#endif
+
+using namespace ampgrad;
+
+namespace {
+
+const Device gpu = Device::cuda(), cpu = Device::cpu();
+using In = const std::vector<Tensor>&;
+
+std::vector<uint8_t> bytes(const Tensor& t) {
+  Tensor host = t.detach().to(cpu).contiguous();
+  std::vector<uint8_t> b(host.numel() * host.element_size());
+  std::memcpy(b.data(), host.raw_data(), b.size());
+  return b;
+}
+
+// Machine epsilon: the gap between 1 and the next value of the dtype.
+double eps(DType t) {
+  if (t == kFloat16) return std::ldexp(1.0, -10);
+  if (t == kBFloat16) return std::ldexp(1.0, -7);
+  if (t == kFloat64) return std::ldexp(1.0, -52);
+  return std::ldexp(1.0, -23);
+}
+
+// Both backends compute in float32 ("opmath") and round each primitive's result to the dtype
+// once, so they differ only where their float32 intermediates do:
+//  - elementwise math: the host's libm and CUDA's differ by a few float32 ulps, which can flip
+//    the rounding to the dtype: at most one ulp of it, eps(dtype)·|y|, per primitive an output
+//    passes through (`steps`, forward and backward);
+//  - a float32 sum of R terms added in another order: about R·eps(float32) times the terms'
+//    scale (the bound; a random walk gives √R of it).
+// The scale is the larger of the output's largest magnitude and the terms' (the inputs', times
+// the upstream gradient's in backward): a sum that cancels to nearly 0 still carries the
+// rounding of its terms, and so does x − mean inside a composite like layer_norm.
+//   |cpu − cuda| <= (steps·eps(dtype) + R·eps(float32)) · max(max|cpu|, terms)
+double tolerance(DType dtype, int steps, int64_t R, double scale) {
+  return (steps * eps(dtype) + double(R) * eps(kFloat32)) * scale;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double x : to_vector<double>(t)) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// Element-wise |a − b| <= tol, NaN matching NaN; names the first offender.
+void check_close(const std::string& what, const Tensor& on_cpu, const Tensor& on_gpu, int steps, int64_t R, double terms) {
+  REQUIRE_MESSAGE(on_gpu.device().is_cuda(), what << " ran on " << on_gpu.device().str());
+  REQUIRE_MESSAGE((on_cpu.shape() == on_gpu.shape() && on_cpu.dtype() == on_gpu.dtype()),
+                  what << ": cpu " << shape_str(on_cpu.shape()) << " " << dtype_name(on_cpu.dtype()) << ", cuda "
+                       << shape_str(on_gpu.shape()) << " " << dtype_name(on_gpu.dtype()));
+  const std::vector<double> a = to_vector<double>(on_cpu), b = to_vector<double>(on_gpu);
+  const double tol = on_cpu.is_floating_point() ? tolerance(on_cpu.dtype(), steps, R, std::max(max_abs(on_cpu), terms)) : 0.0;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool ok = (std::isnan(a[i]) && std::isnan(b[i])) || std::abs(a[i] - b[i]) <= tol;
+    if (!ok && bad++ == 0) first = i;
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << a.size() << " elements differ by more than " << tol << "; element "
+                               << first << ": cpu " << (bad ? a[first] : 0) << ", cuda " << (bad ? b[first] : 0));
+}
+
+struct OpCase {
+  const char* name;
+  std::vector<Shape> shapes;  // floating inputs, uniform in [lo, hi)
+  double lo, hi;
+  int64_t R;  // the longest float32 sum in forward or backward
+  int steps;  // roundings to the dtype along the longest chain, forward and backward
+  std::function<Tensor(In)> f;
+};
+
+// A constant tensor where x lives (targets, conditions).
+Tensor beside(const Tensor& x, const Tensor& t) { return t.to(x.device()); }
+
+// Every op of autograd/ops.h. Steps: 8 for a primitive and its backward (a backward such as
+// sigmoid's, g·y·(1 − y), is three more roundings), 32 for composites of many primitives.
+std::vector<OpCase> op_table() {
+  const int simple = 8, composite = 32;
+  return {
+      // ---- elementwise (broadcasting: the broadcast input's gradient sums over the broadcast dims)
+      {"add", {{4, 6}, {6}}, -1, 1, 4, simple, [](In i) { return add(i[0], i[1]); }},
+      {"sub", {{4, 1}, {1, 6}}, -1, 1, 6, simple, [](In i) { return sub(i[0], i[1]); }},
+      {"mul", {{4, 6}, {4, 1}}, -1, 1, 6, simple, [](In i) { return mul(i[0], i[1]); }},
+      {"div", {{4, 6}, {6}}, 0.5, 2, 4, simple, [](In i) { return div(i[0], i[1]); }},
+      {"scalar operators", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return (2.0 - i[0]) * 3.0 + 1.5 / i[0] - i[0] / 4.0 + (-i[0]); }},
+      {"neg", {{4, 6}}, -1, 1, 1, simple, [](In i) { return neg(i[0]); }},
+      {"pow 3", {{4, 6}}, -1, 1, 1, simple, [](In i) { return pow(i[0], 3); }},
+      {"pow 0.5", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return pow(i[0], 0.5); }},
+      {"exp", {{4, 6}}, -2, 2, 1, simple, [](In i) { return exp(i[0]); }},
+      {"log", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return log(i[0]); }},
+      {"sqrt", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return sqrt(i[0]); }},
+      {"abs", {{4, 6}}, -1, 1, 1, simple, [](In i) { return abs(i[0]); }},
+      {"tanh", {{4, 6}}, -2, 2, 1, simple, [](In i) { return tanh(i[0]); }},
+      {"sigmoid", {{4, 6}}, -3, 3, 1, simple, [](In i) { return sigmoid(i[0]); }},
+      {"relu", {{4, 6}}, -1, 1, 1, simple, [](In i) { return relu(i[0]); }},
+      {"gelu", {{4, 6}}, -3, 3, 1, simple, [](In i) { return gelu(i[0]); }},
+      {"clamp", {{4, 6}}, -1, 1, 1, simple, [](In i) { return clamp(i[0], -0.5, 0.5); }},
+      {"clamp min only", {{4, 6}}, -1, 1, 1, simple, [](In i) { return clamp(i[0], 0.0, std::nullopt); }},
+      {"where", {{4, 6}, {6}}, -1, 1, 4, simple, [](In i) { return where(gt(i[0], i[1]), i[0], i[1]); }},
+      // comparisons: bool outputs, which must match exactly; clamp makes ties for eq/le/ge
+      {"eq", {{4, 6}}, -1, 1, 0, 0, [](In i) { return eq(i[0], clamp(i[0], -0.5, 0.5)); }},
+      {"ne", {{4, 6}}, -1, 1, 0, 0, [](In i) { return ne(i[0], clamp(i[0], -0.5, 0.5)); }},
+      {"lt", {{4, 6}, {6}}, -1, 1, 0, 0, [](In i) { return lt(i[0], i[1]); }},
+      {"le", {{4, 6}}, -1, 1, 0, 0, [](In i) { return le(i[0], clamp(i[0], -0.5, 0.5)); }},
+      {"gt", {{4, 6}, {4, 1}}, -1, 1, 0, 0, [](In i) { return gt(i[0], i[1]); }},
+      {"ge", {{4, 6}}, -1, 1, 0, 0, [](In i) { return ge(i[0], clamp(i[0], -0.5, 0.5)); }},
+      // ---- reductions
+      {"sum all", {{5, 7}}, -1, 1, 35, simple, [](In i) { return sum(i[0]); }},
+      {"sum dim 0 keepdim", {{5, 7}}, -1, 1, 5, simple, [](In i) { return sum(i[0], {0}, true); }},
+      {"sum dims (0, 2)", {{3, 4, 5}}, -1, 1, 15, simple, [](In i) { return sum(i[0], {0, 2}); }},
+      {"mean dim 1", {{5, 7}}, -1, 1, 7, simple, [](In i) { return mean(i[0], {1}); }},
+      {"mean all", {{5, 7}}, -1, 1, 35, simple, [](In i) { return mean(i[0]); }},
+      {"max all", {{5, 7}}, -1, 1, 1, simple, [](In i) { return max(i[0]); }},
+      {"min all", {{5, 7}}, -1, 1, 1, simple, [](In i) { return min(i[0]); }},
+      {"max dim 1", {{5, 7}}, -1, 1, 1, simple, [](In i) { return max(i[0], 1).first; }},
+      {"min dim 0 keepdim", {{5, 7}}, -1, 1, 1, simple, [](In i) { return min(i[0], 0, true).first; }},
+      {"max dim indices", {{5, 7}}, -1, 1, 0, 0, [](In i) { return max(i[0], 1).second; }},
+      {"argmax dim 0", {{5, 7}}, -1, 1, 0, 0, [](In i) { return argmax(i[0], 0); }},
+      {"argmax all", {{5, 7}}, -1, 1, 0, 0, [](In i) { return argmax(i[0]); }},
+      // ---- shapes and views: exact forward; backward copies, scatters or sums (expand)
+      {"reshape", {{4, 6}}, -1, 1, 1, simple, [](In i) { return reshape(i[0], {3, -1}) * 2.0; }},
+      {"view", {{4, 6}}, -1, 1, 1, simple, [](In i) { return view(i[0], {24}) * 2.0; }},
+      {"flatten", {{2, 3, 4}}, -1, 1, 1, simple, [](In i) { return flatten(i[0], 1) * 2.0; }},
+      {"transpose", {{4, 6}}, -1, 1, 1, simple, [](In i) { return transpose(i[0], 0, 1) * 2.0; }},
+      {"permute", {{2, 3, 4}}, -1, 1, 1, simple, [](In i) { return permute(i[0], {2, 0, 1}) * 2.0; }},
+      {"narrow", {{4, 6}}, -1, 1, 1, simple, [](In i) { return narrow(i[0], 1, 2, 3) * 2.0; }},
+      {"select", {{4, 6}}, -1, 1, 1, simple, [](In i) { return select(i[0], 0, 2) * 2.0; }},
+      {"expand", {{4, 1}}, -1, 1, 6, simple, [](In i) { return expand(i[0], {4, 6}) * 2.0; }},
+      {"unsqueeze", {{4, 6}}, -1, 1, 1, simple, [](In i) { return unsqueeze(i[0], 1) * 2.0; }},
+      {"squeeze", {{4, 1, 6}}, -1, 1, 1, simple, [](In i) { return squeeze(i[0]) * 2.0; }},
+      {"contiguous", {{4, 6}}, -1, 1, 1, simple, [](In i) { return contiguous(transpose(i[0], 0, 1)) * 2.0; }},
+      {"clone", {{4, 6}}, -1, 1, 1, simple, [](In i) { return clone(i[0]) * 2.0; }},
+      {"cat", {{2, 6}, {3, 6}}, -1, 1, 1, simple, [](In i) { return cat({i[0], i[1]}, 0) * 2.0; }},
+      {"stack", {{4, 6}, {4, 6}}, -1, 1, 1, simple, [](In i) { return stack({i[0], i[1]}, 1) * 2.0; }},
+      // ---- casts
+      {"to dtype", {{4, 6}}, -1, 1, 1, simple, [](In i) { return to(i[0], i[0].dtype() == kFloat32 ? kBFloat16 : kFloat32) * 2.0; }},
+      {"to device and back", {{4, 6}}, -1, 1, 1, simple, [](In i) { return to(to(i[0], Device::cpu()), i[0].device()) * 2.0; }},
+      // ---- linear algebra (R: K forward; N and M (times batch) in the two backward products)
+      {"matmul dot", {{16}, {16}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
+      {"matmul (M,K)(K)", {{5, 16}, {16}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
+      {"matmul (K)(K,N)", {{16}, {16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
+      {"matmul (M,K)(K,N)", {{5, 16}, {16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
+      {"matmul a·bᵀ (OP_T)", {{5, 16}, {7, 16}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1].t()); }},
+      {"matmul aᵀ·b (OP_T)", {{16, 5}, {16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0].t(), i[1]); }},
+      {"matmul strided (copy)", {{5, 32}, {16, 7}}, -1, 1, 16, simple,
+       [](In i) { return matmul(select(reshape(i[0], {5, 16, 2}), 2, 0), i[1]); }},  // strides (32, 2)
+      {"matmul batched", {{3, 5, 16}, {3, 16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
+      {"matmul batched (B,M,K)(K,N)", {{3, 5, 16}, {16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
+      {"linear", {{6, 16}, {5, 16}, {5}}, -1, 1, 16, simple, [](In i) { return linear(i[0], i[1], i[2]); }},
+      // ---- neural-network ops
+      {"softmax last dim", {{4, 9}}, -3, 3, 9, simple, [](In i) { return softmax(i[0], 1); }},
+      {"softmax dim 0", {{4, 9}}, -3, 3, 4, simple, [](In i) { return softmax(i[0], 0); }},
+      {"log_softmax", {{4, 9}}, -3, 3, 9, simple, [](In i) { return log_softmax(i[0], -1); }},
+      {"cross_entropy", {{4, 9}}, -3, 3, 9, composite,
+       [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>({0, 8, 3, 3}))); }},
+      {"cross_entropy label smoothing", {{4, 9}}, -3, 3, 9, composite,
+       [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>({1, 2, 7, 0})), 0.1); }},
+      {"nll_loss", {{4, 9}}, -3, 0, 4, simple, [](In i) { return nll_loss(i[0], beside(i[0], from_vector<int64_t>({5, 0, 8, 2}))); }},
+      {"mse_loss", {{4, 6}, {4, 6}}, -1, 1, 24, composite, [](In i) { return mse_loss(i[0], i[1]); }},
+      {"conv2d", {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}}, -1, 1, 72, composite, [](In i) { return conv2d(i[0], i[1], i[2], 1, 1); }},
+      {"conv2d stride 2", {{2, 3, 7, 7}, {4, 3, 3, 3}}, -1, 1, 27, composite, [](In i) { return conv2d(i[0], i[1], {}, 2, 0); }},
+      {"max_pool2d", {{2, 3, 6, 6}}, -1, 1, 1, simple, [](In i) { return max_pool2d(i[0], 2); }},
+      {"layer_norm", {{4, 8}, {8}, {8}}, -1, 1, 8, composite, [](In i) { return layer_norm(i[0], {8}, i[1], i[2]); }},
+      {"dropout", {{4, 6}}, -1, 1, 1, simple, [](In i) {
+         Generator g(7);  // drawn on the host: the same mask on both devices
+         return dropout(i[0], 0.3, true, &g);
+       }},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("every op of autograd/ops.h: CUDA matches the CPU, forward and backward") {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
+    for (const OpCase& op : op_table()) {
+      const std::string what = std::string(op.name) + " (" + dtype_name(dtype) + ")";
+      manual_seed(42);
+      std::vector<Tensor> on_cpu, on_gpu;
+      double inputs = 0;  // the inputs' largest magnitude: the forward terms' scale
+      for (const Shape& s : op.shapes) {
+        Tensor x = (rand(s, kFloat64) * (op.hi - op.lo) + op.lo).to(dtype);
+        on_cpu.push_back(x.detach().requires_grad_());
+        on_gpu.push_back(x.to(gpu).detach().requires_grad_());
+        inputs = std::max(inputs, max_abs(x));
+      }
+      Tensor y_cpu = op.f(on_cpu), y_gpu = op.f(on_gpu);
+      check_close(what + " forward", y_cpu, y_gpu, op.steps, op.R, inputs);
+      if (!y_cpu.requires_grad()) continue;  // comparisons and indices: no gradient
+      Tensor g = randn(y_cpu.shape(), y_cpu.dtype());
+      y_cpu.backward(g);
+      y_gpu.backward(g.to(gpu));
+      for (size_t k = 0; k < on_cpu.size(); ++k) {
+        REQUIRE_MESSAGE(on_gpu[k].grad().defined() == on_cpu[k].grad().defined(), what << ": gradient of input " << k);
+        if (on_cpu[k].grad().defined())
+          check_close(what + " gradient of input " + std::to_string(k), on_cpu[k].grad(), on_gpu[k].grad(), op.steps, op.R,
+                      max_abs(g) * std::max(inputs, 1.0));
+      }
+    }
+  }
+}
+
+TEST_CASE("host <-> device copies keep every dtype's bits, contiguous and strided") {
+  SKIP_WITHOUT_GPU();
+  Generator gen(5);
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kBool}) {
+    INFO(std::string(dtype_name(dtype)));
+    // Contiguous copies move bytes: any bit pattern survives, NaN payloads included.
+    std::vector<uint8_t> raw(24 * itemsize(dtype));
+    for (uint8_t& b : raw) b = dtype == kBool ? uint8_t(gen.next() & 1) : uint8_t(gen.next());
+    Tensor host = from_blob(raw.data(), {4, 6}, dtype, TensorOptions(dtype));
+    Tensor dev = host.to(gpu);
+    CHECK(dev.device() == gpu);
+    CHECK(bytes(dev) == raw);
+    // Strided copies go through a kernel; finite values must survive it exactly, both ways.
+    Tensor finite = randint(-100, 100, {4, 6}, TensorOptions(kInt64), &gen).to(dtype == kBool ? kInt64 : dtype);
+    if (dtype == kBool) finite = gt(finite, scalar_like(0, finite));
+    Tensor to_dev = empty({6, 4}, TensorOptions(dtype).device(gpu));
+    to_dev.copy_(finite.t());  // host strided -> device
+    CHECK(bytes(to_dev) == bytes(finite.t().contiguous()));
+    Tensor to_host = empty({6, 4}, TensorOptions(dtype));
+    to_host.copy_(finite.to(gpu).t());  // device strided -> host
+    CHECK(bytes(to_host) == bytes(finite.t().contiguous()));
+  }
+  // A cast during the copy rounds as the CPU does (to nearest even), ties and overflow included.
+  std::vector<float> v = {1.f + std::ldexp(1.f, -11), 1.f + 3 * std::ldexp(1.f, -11), 1e-6f, -7e-8f, 65520.f, 70000.f, 3.4e38f, -INFINITY};
+  for (int i = 0; i < 64; ++i) v.push_back(float(gen.normal() * 100));
+  Tensor f32 = from_vector<float>(v);
+  for (DType half : {kFloat16, kBFloat16}) {
+    INFO(std::string(dtype_name(half)));
+    Tensor on_dev = empty(f32.shape(), TensorOptions(half).device(gpu));
+    on_dev.copy_(f32);  // host float32 -> device half
+    CHECK(bytes(on_dev) == bytes(f32.to(half)));
+    CHECK(bytes(f32.to(gpu).to(half)) == bytes(f32.to(half)));  // cast on the device
+  }
+}
+
+#ifdef AMPGRAD_WITH_CUDA
+TEST_CASE("caching allocator: a freed block is reused, stats move, empty_cache returns it") {
+  SKIP_WITHOUT_GPU();
+  cuda::empty_cache();
+  const cuda::MemoryStats s0 = cuda::memory_stats(0);
+  void* a = cuda::allocate(1000, 0);  // rounds up to 1024 (512-byte granules below 1 MiB)
+  cuda::MemoryStats s = cuda::memory_stats(0);
+  CHECK(s.allocated_bytes - s0.allocated_bytes == 1024);
+  CHECK(s.reserved_bytes - s0.reserved_bytes == 1024);
+  CHECK(s.num_cuda_mallocs - s0.num_cuda_mallocs == 1);
+  cuda::deallocate(a, 0);
+  s = cuda::memory_stats(0);
+  CHECK(s.allocated_bytes == s0.allocated_bytes);
+  CHECK(s.reserved_bytes - s0.reserved_bytes == 1024);  // cached, not freed
+  void* b = cuda::allocate(600, 0);                     // also rounds to 1024: the cached block
+  CHECK(b == a);
+  CHECK(cuda::memory_stats(0).num_cuda_mallocs - s0.num_cuda_mallocs == 1);
+  cuda::deallocate(b, 0);
+
+  void* big = cuda::allocate((3 << 20) + 1, 0);  // rounds to 4 MiB (2 MiB granules above 1 MiB)
+  s = cuda::memory_stats(0);
+  CHECK(s.allocated_bytes - s0.allocated_bytes == (4 << 20));
+  CHECK(s.peak_allocated_bytes >= s.allocated_bytes);
+  cuda::deallocate(big, 0);
+  cuda::reset_peak_memory_stats(0);
+  CHECK(cuda::memory_stats(0).peak_allocated_bytes == s0.allocated_bytes);
+  CHECK(cuda::allocate(0, 0) == nullptr);  // an empty tensor owns no memory
+
+  cuda::empty_cache();
+  s = cuda::memory_stats(0);
+  CHECK(s.reserved_bytes == s.allocated_bytes);
+  CHECK(s.num_cuda_frees - s0.num_cuda_frees == 2);  // the 1 KiB and the 4 MiB block
+
+  // Through tensors: a training step's second iteration allocates nothing new.
+  { Tensor t = empty({1000}, TensorOptions().device(gpu)); }
+  const int64_t mallocs = cuda::memory_stats(0).num_cuda_mallocs;
+  { Tensor t = empty({1000}, TensorOptions().device(gpu)); }
+  CHECK(cuda::memory_stats(0).num_cuda_mallocs == mallocs);
+}
+
+TEST_CASE("TF32 is off by default, so float32 GEMMs keep float32 accuracy") {
+  SKIP_WITHOUT_GPU();
+  CHECK_FALSE(cuda::matmul_allow_tf32());
+  // K = 256 products of N(0,1) values. float32: each addition errs by up to 2⁻²⁴ of a partial
+  // sum of size ~√k, about 2⁻²⁴·K/√2 ≈ 1e-5 in all (std), ~5e-5 at the worst of 4096 outputs.
+  // TF32 rounds each input to 11 significant bits (2⁻¹¹): ~√(2K)·2⁻¹¹ ≈ 1e-2. 1e-3 tells them
+  // apart with a tenfold margin either way.
+  manual_seed(3);
+  Tensor a = randn({64, 256}, kFloat64), b = randn({256, 64}, kFloat64);
+  Tensor exact = matmul(a, b);
+  Tensor on_gpu = matmul(a.to(kFloat32).to(gpu), b.to(kFloat32).to(gpu)).to(cpu).to(kFloat64);
+  CHECK(max(abs(on_gpu - exact)).item<double>() < 1e-3);
+  cuda::set_matmul_allow_tf32(true);
+  CHECK(cuda::matmul_allow_tf32());
+  cuda::set_matmul_allow_tf32(false);
+}
+#else
+TEST_CASE("caching allocator and TF32 switch") { SKIP_TEST_IF(true, "built without the CUDA backend"); }
+#endif
+
+TEST_CASE("fused unscale over mixed-size gradients: the CPU's values, planted inf and NaN found") {
+  SKIP_WITHOUT_GPU();
+  // Sizes around the kernel's 16384-element chunks, an empty one, and enough tensors (400) that
+  // the list takes several launches (~159 pointers fit in one launch's parameters).
+  std::vector<int64_t> sizes = {1, 7, 16383, 16384, 16385, 100003, 0, 3};
+  for (int i = 0; i < 392; ++i) sizes.push_back(1 + i % 5);
+  auto run = [&](const std::vector<std::pair<size_t, int64_t>>& plant, float value) {
+    manual_seed(9);
+    std::vector<Tensor> host, dev;
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      Tensor g = randn({sizes[t]}) * 65536.0;
+      for (auto [planted_in, i] : plant)
+        if (planted_in == t) g.narrow(0, i, 1).fill_(value);
+      host.push_back(g);
+      dev.push_back(g.to(gpu));
+    }
+    Tensor found_host = zeros({}), found_dev = zeros({}, TensorOptions().device(gpu));
+    amp::non_finite_check_and_unscale_(host, found_host, full({}, 1.0 / 65536));
+    amp::non_finite_check_and_unscale_(dev, found_dev, full({}, 1.0 / 65536, TensorOptions().device(gpu)));
+    int64_t differ = 0;  // one float32 multiply per element on both: equal values (NaN payloads may differ)
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      const std::vector<double> a = to_vector<double>(host[t]), b = to_vector<double>(dev[t]);
+      for (size_t i = 0; i < a.size(); ++i) differ += !((std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i]);
+    }
+    CHECK(differ == 0);
+    CHECK(found_dev.item<float>() == found_host.item<float>());
+    return found_dev.item<float>();
+  };
+  CHECK(run({}, 0) == 0.f);
+  CHECK(run({{sizes.size() - 1, 0}}, INFINITY) == 1.f);  // in the last launch
+  CHECK(run({{5, 16384}}, NAN) == 1.f);                  // first element of a chunk
+  CHECK(run({{3, 16383}}, -INFINITY) == 1.f);            // last element of a tensor
+}
+
+// The parameters and optimizer state of one run, as bytes, for bit-identity checks.
+static std::vector<std::vector<uint8_t>> snapshot(const std::vector<Tensor>& params, const optim::Optimizer& opt) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const Tensor& p : params) out.push_back(bytes(p));
+  optim::OptimizerState st = opt.state_dict();
+  for (auto& [name, t] : st.tensors) out.push_back(bytes(t));
+  for (auto& [name, v] : st.scalars) out.push_back(std::vector<uint8_t>((const uint8_t*)&v, (const uint8_t*)&v + sizeof v));
+  return out;
+}
+
+TEST_CASE("sync-free step on the GPU: overflow skips bit-identically, clean steps match the CPU") {
+  SKIP_WITHOUT_GPU();
+  using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  std::vector<std::pair<const char*, MakeOpt>> optimizers = {
+      {"SGD momentum nesterov", [](auto p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}); }},
+      {"Adam", [](auto p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1}); }},
+      {"AdamW", [](auto p) { return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 0.01}); }},
+  };
+  for (auto& [name, make] : optimizers) {
+    INFO(name);
+    manual_seed(11);
+    Tensor w = randn({5, 3}), b = randn({3});
+    std::vector<Tensor> on_cpu = {w.clone().requires_grad_(), b.clone().requires_grad_()};
+    std::vector<Tensor> on_gpu = {w.to(gpu).requires_grad_(), b.to(gpu).requires_grad_()};
+    auto opt_cpu = make(on_cpu), opt_gpu = make(on_gpu);
+    amp::GradScaler s_cpu({.init_scale = 1024, .growth_interval = 2}), s_gpu({.init_scale = 1024, .growth_interval = 2});
+    // One iteration; overflow plants an inf in the weight's gradient. Returns the step's verdict.
+    auto iteration = [](amp::GradScaler& s, optim::Optimizer& opt, const std::vector<Tensor>& p, bool overflow) {
+      s.scale((p[0] * p[0]).sum() + (p[1] * 3.0).sum()).backward();
+      if (overflow) {
+        NoGradGuard g;
+        p[0].grad().narrow(0, 2, 1).fill_(INFINITY);
+      }
+      amp::StepResult r = s.step(opt);
+      s.update();
+      opt.zero_grad();
+      return r;
+    };
+    // The scaler and optimizer math runs in float32 on both; FMA contraction may differ, so
+    // parameters agree to a few float32 ulps per step (test_optim.cpp's 1e-6 relative).
+    auto agree = [&] {
+      for (size_t k = 0; k < on_cpu.size(); ++k) {
+        const std::vector<double> a = to_vector<double>(on_cpu[k]), g = to_vector<double>(on_gpu[k]);
+        for (size_t i = 0; i < a.size(); ++i) CHECK(g[i] == doctest::Approx(a[i]).epsilon(1e-6));
+      }
+      CHECK(s_gpu.get_scale() == s_cpu.get_scale());
+      CHECK(opt_gpu->state_dict().scalars == opt_cpu->state_dict().scalars);  // step counts
+    };
+    for (int i = 0; i < 3; ++i) {
+      iteration(s_cpu, *opt_cpu, on_cpu, false);
+      iteration(s_gpu, *opt_gpu, on_gpu, false);  // its result unread: no host sync
+    }
+    agree();
+    const auto before = snapshot(on_gpu, *opt_gpu);
+    const double scale_before = s_gpu.get_scale();
+    CHECK_FALSE(iteration(s_gpu, *opt_gpu, on_gpu, true));  // reading the result syncs, by request
+    CHECK(snapshot(on_gpu, *opt_gpu) == before);             // parameters, buffers, step counts
+    CHECK(s_gpu.get_scale() == scale_before / 2);            // backed off on the device
+    iteration(s_cpu, *opt_cpu, on_cpu, true);
+    for (int i = 0; i < 2; ++i) {
+      iteration(s_cpu, *opt_cpu, on_cpu, false);
+      iteration(s_gpu, *opt_gpu, on_gpu, false);
+    }
+    agree();  // Adam's bias correction counted only the clean steps
+  }
+}
+
+TEST_CASE("GradScaler on the GPU: scale and tracker follow growth and backoff exactly") {
+  SKIP_WITHOUT_GPU();
+  Tensor p = from_vector<float>({1, 2}).to(gpu).requires_grad_();
+  optim::SGD opt({p}, {.lr = 0.1});
+  amp::GradScaler s({.init_scale = 8, .growth_interval = 3});
+  // clean, clean, clean -> grow; clean; overflow -> back off; clean (as test_grad_scaler.cpp)
+  std::vector<std::pair<double, int64_t>> expect = {{8, 1}, {8, 2}, {16, 0}, {16, 1}, {8, 0}, {8, 1}};
+  std::vector<bool> overflow = {false, false, false, false, true, false};
+  for (size_t i = 0; i < overflow.size(); ++i) {
+    s.scale((p * 1.0).sum()).backward();
+    if (overflow[i]) {
+      NoGradGuard g;
+      p.grad().narrow(0, 0, 1).fill_(NAN);
+    }
+    CHECK(bool(s.step(opt)) == !overflow[i]);
+    s.update();
+    opt.zero_grad();
+    CHECK(s.get_scale() == expect[i].first);
+    CHECK(s.get_growth_tracker() == expect[i].second);
+  }
+}
