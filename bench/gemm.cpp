@@ -5,7 +5,7 @@
 // float32 and under CPU autocast. Leaves out: correctness (tests/), whole epochs (scripts/bench.sh).
 //
 //   build/bench/gemm --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
-//   build/bench/gemm --benchmark_filter='matmul/f32'
+//   build/bench/gemm --benchmark_filter='matmul_n/f32'
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "tensor/cpu/allocator.h"
 #include "tensor/kernels.h"
 #ifdef AMPGRAD_WITH_CUDA
 #include "tensor/cuda/runtime.h"
@@ -33,9 +34,7 @@ Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
     AMPGRAD_CHECK(false, "cannot allocate on " << d.str() << ": ampgrad was built without the CUDA backend");
 #endif
   }
-  // 64-byte alignment: a cache line, and enough for any vector load.
-  data = std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64));
-  AMPGRAD_CHECK(data, "out of memory allocating " << n << " bytes");
+  data = cpu::allocate(n);  // 64-byte aligned: a cache line, and enough for any vector load
 }
 Storage::~Storage() {
 #ifdef AMPGRAD_WITH_CUDA
@@ -44,7 +43,7 @@ Storage::~Storage() {
     return;
   }
 #endif
-  std::free(data);
+  cpu::deallocate(data, nbytes);
 }
 
 Shape contiguous_strides(const Shape& shape) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "autograd/ops.h"
+#include "tensor/cpu/allocator.h"
 #include "tensor/kernels.h"
 
 using namespace ampgrad;
@@ -211,4 +212,34 @@ TEST_CASE("vectorised and scalar casts round identically") {
   }
   std::vector<float> back = to_vector<float>(t.to(kFloat16).to(kFloat32));
   for (size_t i = 0; i < v.size(); ++i) REQUIRE(back[i] == float(h[i]));  // widening is exact
+}
+
+TEST_CASE("the CPU allocator hands a freed large block back for the same size") {
+  cpu::empty_cache();
+  void* p;
+  {
+    Tensor big = empty({1 << 16});  // 256 KiB: cached when freed
+    p = big.raw_data();
+  }
+  CHECK(cpu::cached_bytes() == (1 << 18));
+  Tensor again = empty({1 << 16});
+  CHECK(again.raw_data() == p);
+  CHECK(cpu::cached_bytes() == 0);
+  { Tensor small = empty({16}); }
+  CHECK(cpu::cached_bytes() == 0);  // small blocks go straight back to malloc
+}
+
+TEST_CASE("half elementwise ops equal the float32 op rounded once") {
+  // The contiguous fast path widens first; the strided path converts per element. Both must
+  // give the float32 result rounded once.
+  manual_seed(10);
+  Tensor x = randn({64, 33}), y = randn({64, 33});
+  for (DType t : {kFloat16, kBFloat16}) {
+    Tensor xh = x.to(t), yh = y.to(t);
+    CHECK(to_vector<float>(gelu(xh)) == to_vector<float>(gelu(xh.to(kFloat32)).to(t)));
+    CHECK(to_vector<float>(xh * yh) == to_vector<float>((xh.to(kFloat32) * yh.to(kFloat32)).to(t)));
+    Tensor strided = xh.t();  // non-contiguous: the per-element path
+    CHECK(to_vector<float>(gelu(strided)) == to_vector<float>(gelu(strided.to(kFloat32)).to(t)));
+    CHECK(to_vector<bool>(lt(xh, yh)) == to_vector<bool>(lt(xh.to(kFloat32), yh.to(kFloat32))));
+  }
 }

@@ -1,6 +1,7 @@
 // image.cpp — the image kernels behind conv2d and max_pool2d, on (N, C, H, W) tensors.
 // conv2d is im2col + GEMM: each output pixel's receptive field becomes one row of a matrix,
 // so the convolution is a single matrix multiply (and its backward two more plus col2im).
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/cpu/loops.h"
@@ -35,13 +36,19 @@ Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) 
       for (int64_t oh = 0; oh < Ho; ++oh)
         for (int64_t ow = 0; ow < Wo; ++ow) {
           T* row = cp + ((n * Ho + oh) * Wo + ow) * C * kh * kw;
+          const int64_t w0 = ow * s - p;
+          const bool inside = w0 >= 0 && w0 + kw <= W;  // the common case: no column padding
           for (int64_t c = 0; c < C; ++c)
-            for (int64_t i = 0; i < kh; ++i) {
-              int64_t h = oh * s - p + i;
-              for (int64_t j = 0; j < kw; ++j) {
-                int64_t w = ow * s - p + j;
-                *row++ = (h >= 0 && h < H && w >= 0 && w < W) ? xp[((n * C + c) * H + h) * W + w] : T(0);
+            for (int64_t i = 0; i < kh; ++i, row += kw) {
+              const int64_t h = oh * s - p + i;
+              if (h < 0 || h >= H) {  // a padding row
+                std::fill(row, row + kw, T(0));
+                continue;
               }
+              const T* xr = xp + ((n * C + c) * H + h) * W;  // image row h
+              if (inside) std::copy(xr + w0, xr + w0 + kw, row);
+              else
+                for (int64_t j = 0; j < kw; ++j) row[j] = (w0 + j >= 0 && w0 + j < W) ? xr[w0 + j] : T(0);
             }
         }
   });

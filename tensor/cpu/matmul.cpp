@@ -40,10 +40,26 @@ void gemm(const Operand& a, const Operand& b, Out&& c) {
   else run(MatMap<T, Eigen::ColMajor>((const T*)a.data, a.rows, a.cols, Eigen::OuterStride<>(a.ld)));
 }
 
-Tensor contiguous_copy(const Tensor& x) {
-  Tensor c = empty(x.shape(), x.dtype());
+Tensor contiguous_copy(const Tensor& x, DType dtype) {
+  Tensor c = empty(x.shape(), dtype);
   copy_(c, x);
   return c;
+}
+
+// The last two dims swapped, as a view (a transpose without autograd).
+Tensor swap_last(const Tensor& t) {
+  Shape shape = t.shape(), strides = t.strides();
+  std::swap(shape[t.dim() - 1], shape[t.dim() - 2]);
+  std::swap(strides[t.dim() - 1], strides[t.dim() - 2]);
+  return t.as_strided(shape, strides, t.storage_offset());
+}
+
+// A float32 copy of a half operand. A transposed operand (a column-major view such as Wᵀ) is
+// converted in its own memory order and returned transposed again, so the conversion runs
+// over contiguous memory (vectorised) and Eigen still reads the result in place.
+Tensor widened(const Tensor& t) {
+  if (!t.is_contiguous() && swap_last(t).is_contiguous()) return swap_last(contiguous_copy(swap_last(t), kFloat32));
+  return contiguous_copy(t, kFloat32);
 }
 }  // namespace
 
@@ -64,8 +80,8 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   const bool widen = is_half(a_in.dtype());
   Tensor a = a_in, b = b_in, out32 = widen ? empty(out_shape, kFloat32) : out;
   if (widen) {
-    a = empty(a_in.shape(), kFloat32); copy_(a, a_in);
-    b = empty(b_in.shape(), kFloat32); copy_(b, b_in);
+    a = widened(a_in);
+    b = widened(b_in);
   }
   dispatch_floating("matmul", out32.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -73,8 +89,8 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
       for (int64_t i = 0; i < B; ++i) {
         auto oa = as_operand(a, i);
         auto ob = as_operand(b, i);
-        if (!oa) { a = contiguous_copy(a); oa = as_operand(a, i); }
-        if (!ob) { b = contiguous_copy(b); ob = as_operand(b, i); }
+        if (!oa) { a = contiguous_copy(a, a.dtype()); oa = as_operand(a, i); }
+        if (!ob) { b = contiguous_copy(b, b.dtype()); ob = as_operand(b, i); }
         Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> c(out32.data_ptr<T>() + i * M * N, M, N);
         gemm<T>(*oa, *ob, c);
       }
