@@ -92,6 +92,7 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--limit-train", type=int, default=0, help="use only the first N samples (0: all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=1, help="epochs to train (a line each); after more than one, the test accuracy")
     ap.add_argument("--quiet", action="store_true", help="skip the BLAS report")
     args = ap.parse_args()
 
@@ -109,25 +110,32 @@ def main():
 
     model = make_model(args.model)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    model.train()
     n = x_all.shape[0]
-    t0 = time.perf_counter()
-    order = torch.randperm(n)
-    loss_sum = torch.zeros(())
-    batches = 0
-    for start in range(0, n, args.batch_size):
-        idx = order[start:start + args.batch_size]
-        x, y = x_all[idx], y_all[idx]  # gathered into fresh tensors, as ampgrad's DataLoader does
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp == "bf16"):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        loss_sum += loss.detach().float()
-        batches += 1
-    seconds = time.perf_counter() - t0
-    print(f"torch_epoch model={args.model} amp={args.amp} seconds={seconds:.3f} train_loss={loss_sum.item() / batches:.4f}")
-
+    for epoch in range(args.epochs):
+        model.train()
+        t0 = time.perf_counter()
+        order = torch.randperm(n)
+        loss_sum = torch.zeros(())
+        batches = 0
+        for start in range(0, n, args.batch_size):
+            idx = order[start:start + args.batch_size]
+            x, y = x_all[idx], y_all[idx]  # gathered into fresh tensors, as ampgrad's DataLoader does
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp == "bf16"):
+                loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            loss_sum += loss.detach().float()
+            batches += 1
+        seconds = time.perf_counter() - t0
+        print(f"torch_epoch model={args.model} amp={args.amp} epoch={epoch + 1} seconds={seconds:.3f} train_loss={loss_sum.item() / batches:.4f}")
+    if args.epochs > 1:  # the same test set and metric as the trainer's
+        x_test = torch.from_numpy(read_idx(find(args.data, "t10k-images-idx3-ubyte")).astype(np.float32) / 255.0).unsqueeze(1)
+        y_test = torch.from_numpy(read_idx(find(args.data, "t10k-labels-idx1-ubyte")).astype(np.int64))
+        model.eval()
+        with torch.no_grad():
+            correct = sum(int((model(x_test[i:i + 1000]).argmax(1) == y_test[i:i + 1000]).sum()) for i in range(0, len(y_test), 1000))
+        print(f"torch_test model={args.model} epochs={args.epochs} seed={args.seed} test_acc={correct / len(y_test):.4f}")
 
 if __name__ == "__main__":
     main()
