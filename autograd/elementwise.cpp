@@ -3,17 +3,9 @@
 // Mixed dtypes promote (PyTorch's rule) through differentiable casts before the kernel, so
 // each gradient comes back in its input's dtype; broadcast gradients are summed back to the
 // input's shape by the engine.
-#include "autograd/autocast.h"
-#include "autograd/node.h"
-#include "autograd/ops.h"
-#include "tensor/kernels.h"
+#include "autograd/op_support.h"
 
 namespace ampgrad {
-using amp::Op;
-using autograd::autocast;
-using autograd::grads;
-using autograd::Needs;
-using autograd::record;
 using kernels::Binary;
 using kernels::Unary;
 

@@ -1,17 +1,9 @@
 // linalg.cpp — matmul and linear: the GEMM-shaped ops, lower precision under autocast.
 // For C = A B the gradients are dA = G Bᵀ and dB = Aᵀ G (G = dL/dC); the transposes are
 // views, read in place by the GEMM kernel. Letters: B batch, M/K/N matrix dims.
-#include "autograd/autocast.h"
-#include "autograd/node.h"
-#include "autograd/ops.h"
-#include "tensor/kernels.h"
+#include "autograd/op_support.h"
 
 namespace ampgrad {
-using amp::Op;
-using autograd::autocast;
-using autograd::grads;
-using autograd::Needs;
-using autograd::record;
 
 static void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   AMPGRAD_CHECK(a.device() == b.device(), op << ": expected tensors on one device, got " << a.device().str() << " and " << b.device().str());

@@ -4,17 +4,9 @@
 // Letters: N batch, C classes or channels, H W image, k kernel.
 #include <cmath>
 
-#include "autograd/autocast.h"
-#include "autograd/node.h"
-#include "autograd/ops.h"
-#include "tensor/kernels.h"
+#include "autograd/op_support.h"
 
 namespace ampgrad {
-using amp::Op;
-using autograd::autocast;
-using autograd::grads;
-using autograd::Needs;
-using autograd::record;
 
 // ---- softmax / log_softmax along `dim` (moved last for the kernel and back)
 

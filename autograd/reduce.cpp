@@ -3,17 +3,9 @@
 // broadcast for sum (and divided by the count for mean), routed to the chosen index for max.
 #include <numeric>
 
-#include "autograd/autocast.h"
-#include "autograd/node.h"
-#include "autograd/ops.h"
-#include "tensor/kernels.h"
+#include "autograd/op_support.h"
 
 namespace ampgrad {
-using amp::Op;
-using autograd::autocast;
-using autograd::grads;
-using autograd::Needs;
-using autograd::record;
 
 // The output's shape with the reduced dims kept as size 1, so g broadcasts against x.
 static Shape keepdim_shape(const Shape& x_shape, const Shape& dims) {

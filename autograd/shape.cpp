@@ -5,17 +5,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/autocast.h"
-#include "autograd/node.h"
-#include "autograd/ops.h"
-#include "tensor/kernels.h"
+#include "autograd/op_support.h"
 
 namespace ampgrad {
-using amp::Op;
-using autograd::autocast;
-using autograd::grads;
-using autograd::Needs;
-using autograd::record;
 
 static int64_t wrap(const char* op, int64_t dim, int64_t ndim) {
   int64_t d = dim < 0 ? dim + ndim : dim;

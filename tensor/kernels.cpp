@@ -52,7 +52,15 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) { return DISPATCH
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
   return DISPATCH("scatter_add", scatter_add(shape, dim, idx, src), &idx, &src);
 }
-Tensor bmm(const Tensor& a, const Tensor& b) { return DISPATCH("matmul", bmm(a, b), &a, &b); }
+// Checked here, once for every backend: the backends may assume matching 2-D or 3-D operands.
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  AMPGRAD_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
+  require_floating("matmul", a.dtype());
+  AMPGRAD_CHECK(a.dim() == b.dim() && (a.dim() == 2 || a.dim() == 3) && a.shape()[a.dim() - 1] == b.shape()[b.dim() - 2] &&
+                    (a.dim() == 2 || a.shape()[0] == b.shape()[0]),
+                "matmul: cannot multiply shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
+  return DISPATCH("matmul", bmm(a, b), &a, &b);
+}
 Tensor softmax_lastdim(const Tensor& x, bool log) { return DISPATCH(log ? "log_softmax" : "softmax", softmax_lastdim(x, log), &x); }
 Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) { return DISPATCH("conv2d", im2col(x, kh, kw, s, p), &x); }
 Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {

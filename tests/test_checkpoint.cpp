@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "skip.h"
+#include "temp_dir.h"
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -20,18 +21,6 @@ using namespace ampgrad;
 using namespace ampgrad::data;
 namespace fs = std::filesystem;
 
-// A fresh directory, removed with its contents when the test ends.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int count = 0;
-    path = fs::temp_directory_path() / ("ampgrad-test-ckpt-" + std::to_string(getpid()) + "-" + std::to_string(count++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-  int64_t entries() const { return std::distance(fs::directory_iterator(path), fs::directory_iterator()); }
-};
 
 static std::vector<uint8_t> file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -3,24 +3,19 @@
 // bit-identical to one that never stopped (model, optimizer and GradScaler state restored).
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <cstring>
-#include <filesystem>
 #include <sstream>
 
 #include "data/checkpoint.h"
 #include "data/idx.h"
 #include "mnist/trainer.h"
+#include "temp_dir.h"
 
 using namespace ampgrad;
-namespace fs = std::filesystem;
 
 // 600 train / 200 test 28x28 images: random pixels, label = which of 10 horizontal bands is
 // brightest. Learnable in an epoch, and deterministic.
-static fs::path synthetic_mnist() {
-  fs::path dir = fs::temp_directory_path() / ("ampgrad-mnist-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+static void write_synthetic_mnist(const TempDir& dir) {
   Generator g(123);
   for (auto [split, n] : {std::pair<std::string, int64_t>{"train", 600}, {"t10k", 200}}) {
     data::IdxImages img{n, 28, 28, std::vector<uint8_t>(n * 784)};
@@ -32,10 +27,9 @@ static fs::path synthetic_mnist() {
         img.pixels[i * 784 + p] = uint8_t(g.next() % 128 + (band == labels[i] ? 127 : 0));
       }
     }
-    data::write_idx_images((dir / (split + "-images-idx3-ubyte")).string(), img);
-    data::write_idx_labels((dir / (split + "-labels-idx1-ubyte")).string(), labels);
+    data::write_idx_images(dir / (split + "-images-idx3-ubyte"), img);
+    data::write_idx_labels(dir / (split + "-labels-idx1-ubyte"), labels);
   }
-  return dir;
 }
 
 static std::vector<uint8_t> weights_bytes(const nn::Module& m) {
@@ -49,9 +43,10 @@ static std::vector<uint8_t> weights_bytes(const nn::Module& m) {
 }
 
 TEST_CASE("one epoch on a small set lowers the loss and beats chance") {
-  fs::path dir = synthetic_mnist();
+  TempDir dir;
+  write_synthetic_mnist(dir);
   mnist::TrainConfig c;
-  c.data_dir = dir.string();
+  c.data_dir = dir.path.string();
   c.epochs = 2;
   c.batch_size = 32;
   std::ostringstream log;
@@ -60,34 +55,34 @@ TEST_CASE("one epoch on a small set lowers the loss and beats chance") {
   CHECK(r.epochs[1].train_loss < r.epochs[0].train_loss);
   CHECK(r.epochs[0].train_loss < 2.2);   // below chance level, ln 10 = 2.303, within one epoch
   CHECK(r.epochs[1].test_acc > 0.5);     // chance is 0.1
-  fs::remove_all(dir);
 }
 
 TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {
-  fs::path dir = synthetic_mnist();
+  TempDir dir;
+  write_synthetic_mnist(dir);
   for (std::string amp : {"off", "fp16"}) {
     CAPTURE(amp);
     mnist::TrainConfig c;
-    c.data_dir = dir.string();
+    c.data_dir = dir.path.string();
     c.batch_size = 64;
     c.amp = amp;
     std::ostringstream log;
     c.epochs = 2;
-    c.save_path = (dir / "straight.safetensors").string();
+    c.save_path = dir / "straight.safetensors";
     mnist::TrainResult straight = mnist::train(c, log);
 
     c.epochs = 1;
-    c.save_path = (dir / "half.safetensors").string();
+    c.save_path = dir / "half.safetensors";
     mnist::train(c, log);
     c.epochs = 2;
     c.resume_path = c.save_path;
-    c.save_path = (dir / "resumed.safetensors").string();
+    c.save_path = dir / "resumed.safetensors";
     mnist::TrainResult resumed = mnist::train(c, log);
     REQUIRE(resumed.epochs.size() == 1);  // only epoch 2 ran
     CHECK(weights_bytes(*resumed.model) == weights_bytes(*straight.model));
     CHECK(resumed.epochs[0].train_loss == straight.epochs[1].train_loss);
     // the checkpoint carries what the resume needed
-    data::SafeTensors ck = data::load_safetensors((dir / "half.safetensors").string());
+    data::SafeTensors ck = data::load_safetensors(dir / "half.safetensors");
     CHECK(ck.metadata.at("epoch") == "1");
     CHECK(ck.metadata.count("optimizer.lr"));
     CHECK(ck.metadata.count("scaler.scale") == (amp == "fp16" ? 1u : 0u));
@@ -95,21 +90,20 @@ TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {
     for (auto& [k, t] : ck.tensors) has_momentum |= k.find("momentum_buffer") != std::string::npos;
     CHECK(has_momentum);
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a checkpoint of another model is refused, naming both") {
-  fs::path dir = synthetic_mnist();
+  TempDir dir;
+  write_synthetic_mnist(dir);
   mnist::TrainConfig c;
-  c.data_dir = dir.string();
+  c.data_dir = dir.path.string();
   c.epochs = 1;
   c.limit_train = 64;
-  c.save_path = (dir / "mlp.safetensors").string();
+  c.save_path = dir / "mlp.safetensors";
   std::ostringstream log;
   mnist::train(c, log);
   c.model = "cnn";
   c.resume_path = c.save_path;
   c.save_path.clear();
   CHECK_THROWS_WITH_AS(mnist::train(c, log), doctest::Contains("checkpoint is of model=mlp optimizer=sgd, this run uses model=cnn"), Error);
-  fs::remove_all(dir);
 }

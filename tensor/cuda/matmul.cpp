@@ -69,12 +69,7 @@ int as_int(int64_t v, const char* what) {
 }  // namespace
 
 Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
-  AMPGRAD_CHECK(a_in.dtype() == b_in.dtype(), "matmul: dtypes differ (" << dtype_name(a_in.dtype()) << " and " << dtype_name(b_in.dtype()) << ")");
-  require_floating("matmul", a_in.dtype());
-  AMPGRAD_CHECK(a_in.dim() == b_in.dim() && (a_in.dim() == 2 || a_in.dim() == 3) &&
-                    a_in.shape()[a_in.dim() - 1] == b_in.shape()[b_in.dim() - 2] &&
-                    (a_in.dim() == 2 || a_in.shape()[0] == b_in.shape()[0]),
-                "matmul: cannot multiply shapes " << shape_str(a_in.shape()) << " and " << shape_str(b_in.shape()));
+  // shapes and dtypes were checked by kernels::bmm
   const bool batched = a_in.dim() == 3;
   const int64_t B = batched ? a_in.shape()[0] : 1, M = a_in.shape()[batched], K = a_in.shape()[batched + 1], N = b_in.shape()[batched + 1];
   const int device = a_in.device().index;
