@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "skip.h"
-#include "temp_dir.h"
+#include "test_util.h"
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -21,11 +21,6 @@ using namespace ampgrad;
 using namespace ampgrad::data;
 namespace fs = std::filesystem;
 
-
-static std::vector<uint8_t> file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
 static void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
@@ -33,14 +28,6 @@ static std::vector<uint8_t> bytes_of(const Tensor& t) {
   Tensor c = t.contiguous();
   const uint8_t* p = static_cast<const uint8_t*>(c.raw_data());
   return std::vector<uint8_t>(p, p + c.numel() * c.element_size());
-}
-template <class F> static std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 static bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "skip.h"
-#include "temp_dir.h"
+#include "test_util.h"
 #include <unistd.h>
 #include <zlib.h>
 
@@ -19,25 +19,11 @@ using namespace ampgrad;
 using namespace ampgrad::data;
 namespace fs = std::filesystem;
 
-
-static std::vector<uint8_t> file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
 static void write_gzip(const std::string& path, const std::vector<uint8_t>& bytes) {
   gzFile gz = gzopen(path.c_str(), "wb");
   REQUIRE(gz);
   REQUIRE(gzwrite(gz, bytes.data(), unsigned(bytes.size())) == int(bytes.size()));
   REQUIRE(gzclose(gz) == Z_OK);
-}
-// The message of the ampgrad::Error that f throws ("" if it throws none).
-template <class F> static std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 static bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

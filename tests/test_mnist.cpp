@@ -9,7 +9,7 @@
 #include "data/checkpoint.h"
 #include "data/idx.h"
 #include "mnist/trainer.h"
-#include "temp_dir.h"
+#include "test_util.h"
 
 using namespace ampgrad;
 

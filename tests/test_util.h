@@ -1,10 +1,18 @@
-// temp_dir.h — a fresh directory for a test, removed with its contents when the test ends.
+// test_util.h — small helpers several suites share: a temporary directory, whole-file bytes,
+// and the message of the Error a call throws.
 #pragma once
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
+
+#include "tensor/error.h"
+
+// A fresh directory for a test, removed with its contents when the test ends.
 
 struct TempDir {
   std::filesystem::path path;
@@ -21,3 +29,18 @@ struct TempDir {
     return std::distance(std::filesystem::directory_iterator(path), std::filesystem::directory_iterator());
   }
 };
+
+inline std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+// The message of the ampgrad::Error that f throws ("" if it throws none).
+template <class F> std::string error_of(F f) {
+  try {
+    f();
+  } catch (const ampgrad::Error& e) {
+    return e.what();
+  }
+  return "";
+}
