@@ -179,9 +179,9 @@ Tensor unsqueeze(const Tensor& x_in, int64_t dim) {
 Tensor squeeze(const Tensor& x_in, std::optional<int64_t> dim) {
   auto [x] = autocast(Op::squeeze, x_in);
   Shape shape, strides;
-  std::optional<int64_t> only = dim ? std::optional(wrap("squeeze", *dim, std::max<int64_t>(x.dim(), 1))) : std::nullopt;
+  const int64_t only = dim ? wrap("squeeze", *dim, std::max<int64_t>(x.dim(), 1)) : -1;  // -1: every size-1 dim
   for (int64_t d = 0; d < x.dim(); ++d) {
-    if (x.shape()[d] == 1 && (!only || *only == d)) continue;
+    if (x.shape()[d] == 1 && (only < 0 || only == d)) continue;
     shape.push_back(x.shape()[d]);
     strides.push_back(x.strides()[d]);
   }

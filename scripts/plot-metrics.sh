@@ -18,7 +18,10 @@ plot "$csv" using 1:2 with linespoints title "train loss", "" using 1:3 with lin
 set ylabel "test accuracy"; set yrange [*:1]
 plot "$csv" using 1:4 with linespoints title "test accuracy"
 if ($panels == 3) {
-  set yrange [*:*]; set logscale y 2
+  set yrange [*:*]
+  stats "$scale" using 2 nooutput
+  if (STATS_min == STATS_max) { set yrange [STATS_min / 4 : STATS_max * 4] } else { set yrange [*:*] }  # a flat scale: show it flat
+  set logscale y 2
   set xlabel "optimizer step"; set ylabel "loss scale"
   plot "$scale" using 1:2 with steps lw 2 title "scale", \
        "" using 1:(\$3 > 0 ? \$2 : 1/0) with points pt 7 title "skipped (inf/NaN)"
