@@ -70,10 +70,10 @@ size_t cache_size() { return state.cache.size(); }
 namespace {
 // AMPGRAD_AMP_TRACE=1: one process-wide trace on the main thread, printed when it exits.
 struct EnvTrace {
-  std::optional<Trace> trace;
+  Trace* trace = nullptr;  // never destroyed: at exit the thread's state it would reset is gone
   EnvTrace() {
     const char* v = std::getenv("AMPGRAD_AMP_TRACE");
-    if (v && std::string(v) == "1") trace.emplace();
+    if (v && std::string(v) == "1") trace = new Trace;
   }
   ~EnvTrace() {
     if (trace) trace->print_summary(std::cerr);

@@ -17,8 +17,8 @@ namespace ampgrad::amp {
 struct GradHealth {
   int64_t numel = 0;
   double zero = 0;        // fraction exactly zero already
-  double subnormal = 0;   // 2^-24 <= |g·scale| < 2^-14: representable, with fewer mantissa bits
-  double flushed = 0;     // 0 < |g·scale| < 2^-25: rounds to zero in float16
+  double subnormal = 0;   // 2^-25 < |g·scale| < 2^-14: a float16 subnormal, with fewer mantissa bits
+  double flushed = 0;     // 0 < |g·scale| <= 2^-25: rounds to zero in float16
   double overflow = 0;    // |g·scale| > 65504, or inf/NaN: float16 cannot hold it
 };
 

@@ -21,6 +21,9 @@ static Tensor cached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) {
     EnableGradGuard with_grad;
     c = cast(x, target);
   }
+  // Every backward in the region (micro-batches) runs through this one cast node: it saves
+  // nothing, so it must survive the first backward.
+  c.grad_fn()->reusable = true;
   amp::cache_store(x, target, c);
   ev.casts++;
   return is_grad_enabled() ? c : c.detach();

@@ -15,7 +15,7 @@ static std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b) {
 }
 
 Tensor scalar_like(double value, const Tensor& like) {
-  DType t = like.is_floating_point() ? like.dtype() : (value == (int64_t)value ? kInt64 : kFloat32);
+  DType t = like.is_floating_point() ? like.dtype() : kFloat32;  // a Python float: int tensors become float32
   return scalar_tensor(value, TensorOptions(t).device(like.device()));
 }
 
@@ -110,6 +110,7 @@ Tensor pow(const Tensor& x_in, double p) {  // d/dx x^p = p x^(p-1)
   auto [x] = autocast(Op::pow, x_in);
   Tensor out = kernels::pow_scalar(x, p);
   record("pow", out, {x}, [x = x.detach(), p](const Tensor& g, const Needs&) {
+    if (p == 0) return grads(zeros_like(g));  // x^0 = 1 everywhere, 0^-1 must not make a NaN
     return grads(p == 2 ? g * x * 2.0 : g * pow(x, p - 1) * p);
   });
   return out;

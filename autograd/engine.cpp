@@ -109,7 +109,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       Needs needs(n->edges.size());
       for (size_t i = 0; i < needs.size(); ++i) needs[i] = bool(n->edges[i]);
       gs = n->backward(g, needs);
-      if (!retain_graph) n->backward = nullptr;  // frees the saved tensors now
+      if (!retain_graph && !n->reusable) n->backward = nullptr;  // frees the saved tensors now
     }
     for (size_t i = 0; i < n->edges.size(); ++i) {
       Edge& e = n->edges[i];

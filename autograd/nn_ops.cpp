@@ -64,7 +64,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, double eps) 
   record("cross_entropy", loss, {logits}, [logp, target, eps, N, C](const Tensor& g, const Needs&) {
     Tensor p = exp(logp), goal = one_hot(target, p) * (1 - eps);
     if (eps > 0) goal = goal + eps / C;
-    return grads((p - goal) * (g / (double)N));
+    return grads((p - goal) * scaled(g, 1.0 / N));
   });
   return loss;
 }
@@ -77,7 +77,7 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target) {
   Tensor loss = kernels::sum(kernels::gather(logp, 1, target.unsqueeze(1)), {}, false);
   kernels::scale_(loss, -1.0 / N);
   record("nll_loss", loss, {logp}, [target, shape = logp.shape(), N](const Tensor& g, const Needs&) {
-    Tensor src = (g * (-1.0 / N)).reshape({1, 1}).expand({N, 1}).contiguous();
+    Tensor src = scaled(g, -1.0 / N).reshape({1, 1}).expand({N, 1}).contiguous();
     return grads(kernels::scatter_add(shape, 1, target.unsqueeze(1), src));
   });
   return loss;
@@ -99,6 +99,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
                 "conv2d: input of shape " << shape_str(x.shape()) << " does not match weight of shape " << shape_str(w.shape()) << " (expected (N, Cin, H, W) and (Cout, Cin, kh, kw))");
   AMPGRAD_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == w.dtype()), "conv2d: input and weight dtypes differ (" << dtype_name(x.dtype()) << ", " << dtype_name(w.dtype()) << ")");
   AMPGRAD_CHECK(stride >= 1 && pad >= 0, "conv2d: stride must be >= 1 and padding >= 0, got " << stride << " and " << pad);
+  AMPGRAD_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "conv2d: bias of shape " << shape_str(b.shape()) << " does not match weight " << shape_str(w.shape()));
   const int64_t N = x.size(0), Cout = w.size(0), kh = w.size(2), kw = w.size(3);
   Tensor cols = kernels::im2col(x, kh, kw, stride, pad);
   const int64_t Ho = (x.size(2) + 2 * pad - kh) / stride + 1, Wo = (x.size(3) + 2 * pad - kw) / stride + 1;
@@ -119,6 +120,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
 // x (N, C, H, W) -> (N, C, Ho, Wo); the gradient goes to the max of each window
 Tensor max_pool2d(const Tensor& x_in, int64_t k, std::optional<int64_t> stride) {
   auto [x] = autocast(Op::max_pool2d, x_in);
+  AMPGRAD_CHECK(k >= 1 && stride.value_or(k) >= 1, "max_pool2d: kernel_size and stride must be >= 1, got " << k << " and " << stride.value_or(k));
   auto [out, idx] = kernels::max_pool2d(x, k, stride.value_or(k));
   record("max_pool2d", out, {x}, [idx, x_shape = x.shape()](const Tensor& g, const Needs&) {
     const int64_t N = x_shape[0], C = x_shape[1];
@@ -134,6 +136,8 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   const int64_t k = (int64_t)normalized_shape.size();
   AMPGRAD_CHECK(k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
                 "layer_norm: normalized_shape " << shape_str(normalized_shape) << " does not match the trailing dims of input " << shape_str(x.shape()));
+  for (const Tensor* p : {&w, &b})
+    AMPGRAD_CHECK(!p->defined() || p->shape() == normalized_shape, "layer_norm: weight/bias of shape " << shape_str(p->shape()) << " must be " << shape_str(normalized_shape));
   Shape dims;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
   Tensor mu = mean(x, dims, true);
@@ -151,7 +155,7 @@ Tensor dropout(const Tensor& x_in, double p, bool training, Generator* gen) {
   if (!training || p == 0) return x;
   if (p == 1) return x * 0.0;
   Tensor keep = to(ge(rand(x.shape(), TensorOptions(x.dtype()).device(x.device()), gen), scalar_like(p, x)), x.dtype());
-  return x * (keep / (1 - p));
+  return x * scaled(keep, 1 / (1 - p));
 }
 
 }  // namespace ampgrad

@@ -36,7 +36,8 @@ struct Node {
   std::vector<Edge> edges;        // one per input, empty for inputs that need no gradient
   std::vector<Shape> input_shapes;
   std::vector<DType> input_dtypes;
-  BackwardFn backward;            // emptied after use unless retain_graph
+  BackwardFn backward;            // emptied after use unless retain_graph or reusable
+  bool reusable = false;          // saves nothing, so later backwards may run it again (cached casts)
   ~Node();                        // iterative, so a 100,000-node chain frees without recursion
 };
 

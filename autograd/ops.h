@@ -42,7 +42,8 @@ Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 
-// A Python-style scalar: takes the tensor's dtype (a float scalar turns an int tensor float).
+// A Python-float scalar: takes a floating tensor's dtype and turns an integer tensor float32
+// (for integer arithmetic, pass scalar_tensor(v, kInt64)).
 Tensor scalar_like(double value, const Tensor& like);
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

@@ -38,7 +38,7 @@ Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
   Tensor out = kernels::sum(x, dims, keepdim);
   kernels::scale_(out, 1.0 / n);
   record("mean", out, {x}, [x_shape = x.shape(), dims, n](const Tensor& g, const Needs&) {
-    return grads((g / n).reshape(keepdim_shape(x_shape, dims)).expand(x_shape));
+    return grads(scaled(g, 1.0 / n).reshape(keepdim_shape(x_shape, dims)).expand(x_shape));
   });
   return out;
 }
@@ -56,8 +56,18 @@ static std::pair<Tensor, Tensor> extreme(Op op, const Tensor& x_in, int64_t dim,
 
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) { return extreme(Op::max, x, dim, keepdim, false); }
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) { return extreme(Op::min, x, dim, keepdim, true); }
-Tensor max(const Tensor& x) { return extreme(Op::max, x.reshape({-1}), 0, false, false).first; }
-Tensor min(const Tensor& x) { return extreme(Op::min, x.reshape({-1}), 0, false, true).first; }
+// Over all elements, tied extremes share the gradient evenly, as in PyTorch.
+static Tensor extreme_all(Op op, const Tensor& x_in, bool is_min) {
+  auto [x] = autocast(op, x_in);
+  Tensor out = kernels::max_dim(x.detach().reshape({-1}), 0, false, is_min).first;  // 0-d
+  record(is_min ? "min" : "max", out, {x}, [x = x.detach(), y = out.detach()](const Tensor& g, const Needs&) {
+    Tensor hit = to(eq(x, y), g.dtype());
+    return grads(hit * (g / sum(hit)));
+  });
+  return out;
+}
+Tensor max(const Tensor& x) { return extreme_all(Op::max, x, false); }
+Tensor min(const Tensor& x) { return extreme_all(Op::min, x, true); }
 
 Tensor argmax(const Tensor& x_in, std::optional<int64_t> dim, bool keepdim) {
   auto [x] = autocast(Op::argmax, x_in);

@@ -86,6 +86,7 @@ Tensor flatten(const Tensor& x_in, int64_t start, int64_t end) {
   if (x.dim() == 0) return reshape(x, {1});
   start = wrap("flatten", start, x.dim());
   end = wrap("flatten", end, x.dim());
+  AMPGRAD_CHECK(start <= end, "flatten: start_dim " << start << " comes after end_dim " << end);
   Shape s(x.shape().begin(), x.shape().begin() + start);
   s.push_back(std::accumulate(x.shape().begin() + start, x.shape().begin() + end + 1, int64_t(1), std::multiplies<>()));
   s.insert(s.end(), x.shape().begin() + end + 1, x.shape().end());
@@ -155,6 +156,7 @@ Tensor expand(const Tensor& x_in, const Shape& shape_in) {
   Shape shape(shape_in.size()), strides(shape_in.size(), 0);
   for (size_t i = 0; i < shape.size(); ++i) {
     int64_t have = i < lead ? 1 : x.shape()[i - lead];
+    AMPGRAD_CHECK(shape_in[i] >= -1 && (shape_in[i] != -1 || i >= lead), "expand: invalid size " << shape_in[i] << " in " << shape_str(shape_in));
     shape[i] = shape_in[i] == -1 ? have : shape_in[i];
     AMPGRAD_CHECK(have == shape[i] || have == 1, "expand: cannot expand shape " << shape_str(x.shape()) << " to " << shape_str(shape_in));
     if (i >= lead && have == shape[i]) strides[i] = x.strides()[i - lead];

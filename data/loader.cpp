@@ -65,6 +65,7 @@ Batch DataLoader::batch(const std::vector<int64_t>& order, int64_t i) const {
   float mean = float(options_.mean), inv_std = float(1.0 / options_.std);
   for (int64_t j = 0; j < count; ++j) {
     int64_t sample = order[first + j];
+    AMPGRAD_CHECK(sample >= 0 && sample < dataset_.size(), "DataLoader: sample index " << sample << " out of range for " << dataset_.size() << " samples");
     const float* src = images + sample * row;
     float* dst = x + j * row;
     if (identity) std::memcpy(dst, src, row * sizeof(float));

@@ -1,4 +1,4 @@
-// fused.h — the optimizers' fused CUDA steps (optim/sgd.cu, optim/adam.cu): every parameter in
+// fused.h — the optimizers' fused CUDA steps (optim/fused.cu): every parameter in
 // one launch (per ~68 parameters, tensor/cuda/multi_tensor.cuh), on raw device pointers so nvcc
 // never sees a Tensor; Optimizer (optimizer.cpp) gathers them. Each step first counts itself in
 // every parameter's device step counter, then updates, and does neither when *found_inf != 0:

@@ -60,7 +60,7 @@ int64_t numel_of(const Shape& shape) {
 
 static int64_t wrap_dim(int64_t dim, int64_t ndim) {
   int64_t d = dim < 0 ? dim + ndim : dim;
-  AMPGRAD_CHECK(d >= 0 && d < std::max<int64_t>(ndim, 1), "dimension " << dim << " out of range for a tensor of " << ndim << " dims");
+  AMPGRAD_CHECK(d >= 0 && d < ndim, "dimension " << dim << " out of range for a tensor of " << ndim << " dims");
   return d;
 }
 int64_t Tensor::size(int64_t dim) const { return shape()[wrap_dim(dim, this->dim())]; }

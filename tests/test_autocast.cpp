@@ -175,3 +175,16 @@ TEST_CASE("every op of the library consults the policy table") {
   CHECK(os.str().find("linear") != std::string::npos);
   CHECK(os.str().find("lower_precision") != std::string::npos);
 }
+
+TEST_CASE("two micro-batches in one autocast region: both backwards reach the weight") {
+  // The cached cast of w serves both forwards, so its node must survive the first backward.
+  Tensor w = full({2, 3}, 0.5).requires_grad_();
+  Tensor x1 = ones({4, 3}), x2 = full({4, 3}, 2.0);
+  {
+    amp::autocast ac(DeviceType::CPU, kFloat16);
+    linear(x1, w).to(kFloat32).sum().backward();
+    linear(x2, w).to(kFloat32).sum().backward();
+  }
+  // d/dW of sum(x W^T) is the column sums of x: 4 + 8 = 12 per element
+  CHECK(to_vector<float>(w.grad()) == std::vector<float>(6, 12.f));
+}

@@ -193,3 +193,25 @@ TEST_CASE("half inputs run every op family in float32 and round once") {
   for (double s : vec(sum(softmax(x, 1).to(kFloat32), {1}))) CHECK(std::abs(s - 1) < 8 * std::ldexp(1.0, -11));
   CHECK(cross_entropy(x, from_vector<int64_t>({0, 1, 2, 3})).dtype() == kFloat16);  // no autocast: stays half
 }
+
+TEST_CASE("edge cases found in review: half mean of many elements, ties, pow 0, bad arguments") {
+  // 1/70000 rounds to 0 in float16; the gradient must use the exact factor
+  Tensor h = ones({70000}, kFloat16).requires_grad_();
+  h.mean().backward();
+  CHECK(to_vector<float>(h.grad())[0] == doctest::Approx(1.0 / 70000).epsilon(1e-3));
+  // tied maxima share the gradient, as in PyTorch
+  Tensor t = from_vector<double>({0, 1, 1}).requires_grad_();
+  t.max().backward();
+  CHECK(vec(t.grad()) == std::vector<double>{0, 0.5, 0.5});
+  Tensor z = from_vector<double>({0, 2}).requires_grad_();
+  pow(z, 0).sum().backward();
+  CHECK(vec(z.grad()) == std::vector<double>{0, 0});
+  CHECK_THROWS_WITH_AS(max_pool2d(ones({1, 1, 4, 4}), 2, 0), doctest::Contains("stride must be >= 1"), Error);
+  CHECK_THROWS_WITH_AS(flatten(ones({2, 3, 4}), 2, 0), doctest::Contains("start_dim 2 comes after end_dim 0"), Error);
+  CHECK_THROWS_WITH_AS(scalar_tensor(1).size(0), doctest::Contains("out of range for a tensor of 0 dims"), Error);
+  CHECK_THROWS_WITH_AS(mean(ones({2, 3}), {1, -1}), doctest::Contains("appears more than once"), Error);
+  CHECK_THROWS_WITH_AS(zeros({3}).copy_(ones({1, 3})), doctest::Contains("cannot broadcast shape [1, 3] to [3]"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(ones({1, 1, 3, 3}), ones({2, 1, 2, 2}), ones({1})), doctest::Contains("bias of shape [1]"), Error);
+  CHECK_THROWS_WITH_AS(expand(ones({1}), {-2}), doctest::Contains("invalid size -2"), Error);
+  CHECK((ones({2}, kInt64) * 2.0).dtype() == kFloat32);
+}

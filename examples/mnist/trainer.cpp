@@ -83,7 +83,8 @@ static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Mo
   }
   model.load_state_dict(model_sd);
   opt.load_state_dict(os);
-  if (scaler.is_enabled()) scaler.load_state_dict(scaler_sd);
+  // A checkpoint saved without a scaler (--amp off/bf16) resumed under fp16 starts a fresh one.
+  if (scaler.is_enabled() && !scaler_sd.empty()) scaler.load_state_dict(scaler_sd);
   return std::stoi(meta("epoch"));
 }
 

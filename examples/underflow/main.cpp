@@ -27,9 +27,9 @@ struct Run {
   bool amp;
   DType dtype;
   bool scaler;
-  std::vector<double> loss;  // float32 evaluation loss per logged step
+  std::vector<double> loss = {};  // float32 evaluation loss per logged step
   double zero_grads = 0;     // share of weight-gradient values exactly zero, last 100 steps
-  amp::GradHealth health_unscaled, health_scaled;  // of the float32 gradients at the end
+  amp::GradHealth health_unscaled = {}, health_scaled = {};  // of the float32 gradients at the end
 };
 
 int main(int argc, char** argv) {

@@ -24,6 +24,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 }
 
 Shape broadcast_strides(const Tensor& t, const Shape& out) {
+  AMPGRAD_CHECK(t.dim() <= (int64_t)out.size(), "cannot broadcast shape " << shape_str(t.shape()) << " to " << shape_str(out));
   Shape s(out.size(), 0);
   size_t lead = out.size() - t.dim();
   for (size_t i = 0; i < (size_t)t.dim(); ++i) s[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];

@@ -20,7 +20,8 @@ Shape normalize_dims(const char* op, const Shape& dims, int64_t ndim) {
   for (int64_t d : dims) {
     int64_t w = d < 0 ? d + ndim : d;
     AMPGRAD_CHECK(w >= 0 && w < std::max<int64_t>(ndim, 1), op << ": dim " << d << " out of range for " << ndim << "-d tensor");
-    if (ndim > 0 && std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
+    AMPGRAD_CHECK(std::find(out.begin(), out.end(), w) == out.end(), op << ": dim " << w << " appears more than once in " << shape_str(dims));
+    if (ndim > 0) out.push_back(w);
   }
   std::sort(out.begin(), out.end());
   return out;

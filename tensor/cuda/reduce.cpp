@@ -39,8 +39,7 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bo
   return {values, indices};
 }
 
-// The checks of the CPU's walk_index, plus one it lacks (index no longer than `shape` off `dim`,
-// which would read or write out of bounds), and the geometry for reduce.cu. Index values are
+// The checks of the CPU's walk_index (the same messages), and the geometry for reduce.cu. Index values are
 // checked in the kernel, where they are.
 static IndexGeometry index_geometry(const char* op, const Shape& shape, int64_t dim, const Tensor& index) {
   AMPGRAD_CHECK(index.dtype() == kInt64, op << ": index must be int64, got " << dtype_name(index.dtype()));
@@ -62,6 +61,7 @@ static IndexGeometry index_geometry(const char* op, const Shape& shape, int64_t 
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  AMPGRAD_CHECK(x.dim() > 0, "gather: needs at least one dim");
   dim = cpu::normalize_dims("gather", {dim}, x.dim())[0];
   Tensor xc = contiguous(x), out = empty_on(x, index.shape(), x.dtype());
   IndexGeometry g = index_geometry("gather", x.shape(), dim, index);
@@ -73,6 +73,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 // Atomic adds: where several index entries name one position, the order of their additions
 // (and so the last bits of a floating sum) may differ from run to run.
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  AMPGRAD_CHECK(!shape.empty(), "scatter_add: needs at least one dim");
   dim = cpu::normalize_dims("scatter_add", {dim}, (int64_t)shape.size())[0];
   AMPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(index.shape()) << " differ");
   Tensor out = zeros(shape, TensorOptions(src.dtype()).device(src.device())), sc = contiguous(src);
