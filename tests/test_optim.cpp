@@ -4,6 +4,8 @@
 // Updates run in float32: values are compared to 1e-6 relative, a few float32 ulps.
 #include <doctest/doctest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 
 #include "autograd/ops.h"
@@ -20,10 +22,6 @@ static void close(const std::vector<double>& got, const std::vector<double>& wan
 static Tensor param(const std::vector<float>& values) { return from_vector(values).requires_grad_(); }
 // Gives p a fixed gradient, as a backward pass would.
 static void set_grad(Tensor& p, const std::vector<float>& g) { p.set_grad(from_vector(g, p.shape())); }
-template <class F> static std::string error_of(F&& f) {
-  try { f(); } catch (const Error& e) { return e.what(); }
-  return "";
-}
 
 TEST_CASE("SGD: plain, momentum, dampening, Nesterov and weight decay, step by step") {
   // plain: p ← p − lr·g with lr 0.1, g 0.5: 1 → 0.95 → 0.90

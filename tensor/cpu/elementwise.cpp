@@ -92,20 +92,12 @@ static bool widen_first(std::initializer_list<const Tensor*> ts) {
     if (!is_half(t->dtype()) || !t->is_contiguous() || t->shape() != (*ts.begin())->shape()) return false;
   return true;
 }
-static Tensor float32_copy(const Tensor& t) {
-  Tensor f = empty(t.shape(), kFloat32);
-  cpu::copy_(f, t);
-  return f;
-}
 static Tensor narrowed(const Tensor& f, DType dtype) {
-  if (f.dtype() != kFloat32) return f;  // comparisons: already bool
-  Tensor out = empty(f.shape(), dtype);
-  cpu::copy_(out, f);
-  return out;
+  return f.dtype() == kFloat32 ? contiguous_copy(f, dtype) : f;  // comparisons are already bool
 }
 
 Tensor unary(Unary op, const Tensor& x) {
-  if (widen_first({&x})) return narrowed(cpu::unary(op, float32_copy(x)), x.dtype());
+  if (widen_first({&x})) return narrowed(cpu::unary(op, contiguous_copy(x, kFloat32)), x.dtype());
   bool signed_int_ok = op == Unary::neg || op == Unary::abs || op == Unary::relu;
   AMPGRAD_CHECK(x.is_floating_point() || (signed_int_ok && x.dtype() == kInt64),
                 unary_name(op) << ": not defined for dtype " << dtype_name(x.dtype()));
@@ -168,7 +160,7 @@ template <class A, class Body> static void with_binary(Binary op, Body body) {
 
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
   const char* name = binary_name(op);
-  if (a.dtype() == b.dtype() && widen_first({&a, &b})) return narrowed(cpu::binary(op, float32_copy(a), float32_copy(b)), a.dtype());
+  if (a.dtype() == b.dtype() && widen_first({&a, &b})) return narrowed(cpu::binary(op, contiguous_copy(a, kFloat32), contiguous_copy(b, kFloat32)), a.dtype());
   AMPGRAD_CHECK(a.dtype() == b.dtype(), name << ": dtypes differ (" << dtype_name(a.dtype()) << " and "
                                              << dtype_name(b.dtype()) << "); promote before the kernel");
   bool compare = op >= Binary::eq && op <= Binary::ge;
@@ -222,6 +214,13 @@ void copy_(const Tensor& dst, const Tensor& src) {
       map_into<D, S>(dst, src, [](S v) { return static_cast<D>(static_cast<opmath_t<S>>(v)); });
     });
   });
+}
+
+Tensor contiguous_copy(const Tensor& x, DType dtype) {
+  if (x.is_contiguous() && x.dtype() == dtype) return x;
+  Tensor c = empty(x.shape(), dtype);
+  cpu::copy_(c, x);
+  return c;
 }
 
 void fill_(const Tensor& dst, double value) {

@@ -14,10 +14,7 @@ static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) { re
 
 static Tensor contiguous4d(const char* op, const Tensor& x) {
   AMPGRAD_CHECK(x.dim() == 4, op << ": expected an (N, C, H, W) tensor, got shape " << shape_str(x.shape()));
-  if (x.is_contiguous()) return x;
-  Tensor c = empty(x.shape(), x.dtype());
-  copy_(c, x);
-  return c;
+  return contiguous_copy(x);
 }
 
 // cols[(n, oh, ow), (c, i, j)] = x[n, c, oh*s - p + i, ow*s - p + j]   (0 outside the image)
@@ -57,8 +54,7 @@ Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) 
 
 // The adjoint of im2col: every column entry is added back to the pixel it was read from.
 Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
-  Tensor cols = cols_in;
-  if (!cols.is_contiguous()) { cols = empty(cols_in.shape(), cols_in.dtype()); copy_(cols, cols_in); }
+  Tensor cols = contiguous_copy(cols_in);
   AMPGRAD_CHECK(cols.dtype() != kBool, "conv2d: not defined for dtype bool");
   const int64_t N = x_shape[0], C = x_shape[1], H = x_shape[2], W = x_shape[3];
   const int64_t Ho = out_size(H, kh, s, p), Wo = out_size(W, kw, s, p);

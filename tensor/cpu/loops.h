@@ -13,6 +13,10 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // Strides that read `t` as if it had shape `out` (broadcast dims get stride 0).
 Shape broadcast_strides(const Tensor& t, const Shape& out);
 
+// x itself when it is already contiguous in `dtype`, else a contiguous copy converted to it.
+Tensor contiguous_copy(const Tensor& x, DType dtype);
+inline Tensor contiguous_copy(const Tensor& x) { return contiguous_copy(x, x.dtype()); }
+
 // Reduction geometry (reduce.cpp), shared with the CUDA backend: `dims` wrapped, deduplicated
 // and sorted; and x viewed as [kept dims..., reduced dims...] with the output's shape.
 Shape normalize_dims(const char* op, const Shape& dims, int64_t ndim);

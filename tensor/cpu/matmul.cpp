@@ -40,12 +40,6 @@ void gemm(const Operand& a, const Operand& b, Out&& c) {
   else run(MatMap<T, Eigen::ColMajor>((const T*)a.data, a.rows, a.cols, Eigen::OuterStride<>(a.ld)));
 }
 
-Tensor contiguous_copy(const Tensor& x, DType dtype) {
-  Tensor c = empty(x.shape(), dtype);
-  copy_(c, x);
-  return c;
-}
-
 // The last two dims swapped, as a view (a transpose without autograd).
 Tensor swap_last(const Tensor& t) {
   Shape shape = t.shape(), strides = t.strides();
@@ -84,8 +78,8 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
       for (int64_t i = 0; i < B; ++i) {
         auto oa = as_operand(a, i);
         auto ob = as_operand(b, i);
-        if (!oa) { a = contiguous_copy(a, a.dtype()); oa = as_operand(a, i); }
-        if (!ob) { b = contiguous_copy(b, b.dtype()); ob = as_operand(b, i); }
+        if (!oa) { a = contiguous_copy(a); oa = as_operand(a, i); }
+        if (!ob) { b = contiguous_copy(b); ob = as_operand(b, i); }
         Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> c(out32.data_ptr<T>() + i * M * N, M, N);
         gemm<T>(*oa, *ob, c);
       }

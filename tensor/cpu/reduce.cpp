@@ -41,13 +41,6 @@ std::pair<Tensor, Shape> move_reduced_last(const Tensor& x, const Shape& red, bo
   return {x.as_strided(pshape, pstrides, x.storage_offset()), out_shape};
 }
 
-static Tensor contiguous_copy(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor c = empty(x.shape(), x.dtype());
-  copy_(c, x);
-  return c;
-}
-
 Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
   Shape red = dims_in.empty() ? Shape() : normalize_dims("sum", dims_in, x.dim());
   if (dims_in.empty()) { red.resize(x.dim()); std::iota(red.begin(), red.end(), 0); }

@@ -11,8 +11,7 @@ using namespace ampgrad::kernels;
 Tensor softmax_lastdim(const Tensor& x_in, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   AMPGRAD_CHECK(x_in.dim() >= 1, op << ": needs at least one dim");
-  Tensor x = x_in;
-  if (!x.is_contiguous()) { x = empty(x_in.shape(), x_in.dtype()); copy_(x, x_in); }
+  Tensor x = contiguous_copy(x_in);
   Tensor out = empty(x.shape(), x.dtype());
   const int64_t C = x.shape().back(), rows = C == 0 ? 0 : x.numel() / C;
   dispatch_floating(op, x.dtype(), [&](auto tag) {
