@@ -59,49 +59,52 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
-// ---- unary ops: y = f(x); backward(g, x, y) gives dL/dx from the saved input and output
+// ---- unary ops: y = f(x); each saves the one tensor its derivative reads, input or output,
+// and backward(g, saved) gives dL/dx
+
+enum class Save { input, output };
 
 template <class Backward>
-static Tensor unary_op(Op op, Unary k, const Tensor& x_in, Backward backward) {
+static Tensor unary_op(Op op, Unary k, const Tensor& x_in, Save what, Backward backward) {
   auto [x] = autocast(op, x_in);
   Tensor out = kernels::unary(k, x);
-  record(kernels::unary_name(k), out, {x}, [x = x.detach(), y = out.detach(), backward](const Tensor& g, const Needs&) {
-    return grads(backward(g, x, y));
+  record(kernels::unary_name(k), out, {x}, [saved = (what == Save::input ? x : out).detach(), backward](const Tensor& g, const Needs&) {
+    return grads(backward(g, saved));
   });
   return out;
 }
 
 Tensor neg(const Tensor& x) {
-  return unary_op(Op::neg, Unary::neg, x, [](const Tensor& g, const Tensor&, const Tensor&) { return -g; });
+  return unary_op(Op::neg, Unary::neg, x, Save::input, [](const Tensor& g, const Tensor&) { return -g; });
 }
 Tensor exp(const Tensor& x) {  // d/dx e^x = e^x = y
-  return unary_op(Op::exp, Unary::exp, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
+  return unary_op(Op::exp, Unary::exp, x, Save::output, [](const Tensor& g, const Tensor& y) { return g * y; });
 }
 Tensor log(const Tensor& x) {  // d/dx ln x = 1/x
-  return unary_op(Op::log, Unary::log, x, [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
+  return unary_op(Op::log, Unary::log, x, Save::input, [](const Tensor& g, const Tensor& x) { return g / x; });
 }
 Tensor sqrt(const Tensor& x) {  // d/dx √x = 1 / (2√x) = 1 / (2y)
-  return unary_op(Op::sqrt, Unary::sqrt, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g / (y * 2.0); });
+  return unary_op(Op::sqrt, Unary::sqrt, x, Save::output, [](const Tensor& g, const Tensor& y) { return g / (y * 2.0); });
 }
 Tensor abs(const Tensor& x) {  // d/dx |x| = sign(x), 0 at 0 as in PyTorch
-  return unary_op(Op::abs, Unary::abs, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+  return unary_op(Op::abs, Unary::abs, x, Save::input, [](const Tensor& g, const Tensor& x) {
     Tensor zero = scalar_like(0, g);
     return where(gt(x, zero), g, where(lt(x, zero), -g, zero));
   });
 }
 Tensor tanh(const Tensor& x) {  // d/dx tanh x = 1 - y²
-  return unary_op(Op::tanh, Unary::tanh, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (1.0 - y * y); });
+  return unary_op(Op::tanh, Unary::tanh, x, Save::output, [](const Tensor& g, const Tensor& y) { return g * (1.0 - y * y); });
 }
 Tensor sigmoid(const Tensor& x) {  // d/dx σ(x) = y (1 - y)
-  return unary_op(Op::sigmoid, Unary::sigmoid, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y * (1.0 - y); });
+  return unary_op(Op::sigmoid, Unary::sigmoid, x, Save::output, [](const Tensor& g, const Tensor& y) { return g * y * (1.0 - y); });
 }
 Tensor relu(const Tensor& x) {  // 1 where x > 0 (0 at 0, as PyTorch)
-  return unary_op(Op::relu, Unary::relu, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+  return unary_op(Op::relu, Unary::relu, x, Save::input, [](const Tensor& g, const Tensor& x) {
     return kernels::binary(Binary::relu_backward, g, x);
   });
 }
 Tensor gelu(const Tensor& x) {  // Φ(x) + x φ(x): tensor/scalar_math.h
-  return unary_op(Op::gelu, Unary::gelu, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+  return unary_op(Op::gelu, Unary::gelu, x, Save::input, [](const Tensor& g, const Tensor& x) {
     return kernels::binary(Binary::gelu_backward, g, x);
   });
 }
