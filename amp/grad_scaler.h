@@ -15,8 +15,8 @@
 // inf/NaN flag and the skip decision stay there (amp_kernels.h, Optimizer::step_if_finite).
 // The host syncs that remain are the ones asked for: reading a StepResult as a bool,
 // get_scale(), get_growth_tracker(), state_dict(), and record_history (one read per update()).
-// Outside the scaler, cross_entropy and nll_loss read their targets' min and max once per call
-// (a clear error for a bad label instead of a device-side abort): a sync per loss on a GPU.
+// (cross_entropy and nll_loss check labels on the host only for CPU tensors; on a GPU the
+// gather kernel checks them on the device.)
 // Around the scaler a training step may add its own: clip_grad_norm_ returns the norm as a
 // double, loss.item(), and a batch copied from pageable host memory (tensor/cuda/copy.cpp).
 #pragma once
