@@ -60,25 +60,29 @@ static std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
   return st;
 }
 
-static Tensor view_impl(const char* name, const Tensor& x, const Shape& shape_in) {
-  Shape shape = infer_shape(name, shape_in, x.numel(), x.shape());
-  auto st = view_strides(x, shape);
-  AMPGRAD_CHECK(st, name << ": a tensor of shape " << shape_str(x.shape()) << " and strides " << shape_str(x.strides())
-                         << " cannot be viewed as " << shape_str(shape) << " without a copy; use reshape");
-  Tensor out = x.as_strided(shape, *st, x.storage_offset());
+// x seen through `shape` with `strides` over the same storage; the gradient is reshaped back.
+static Tensor view_as_strided(const char* name, const Tensor& x, const Shape& shape, const Shape& strides) {
+  Tensor out = x.as_strided(shape, strides, x.storage_offset());
   record(name, out, {x}, [in_shape = x.shape()](const Tensor& g, const Needs&) { return grads(g.reshape(in_shape)); });
   return out;
 }
 
-Tensor view(const Tensor& x_in, const Shape& shape) {
+Tensor view(const Tensor& x_in, const Shape& shape_in) {
   auto [x] = autocast(Op::view, x_in);
-  return view_impl("view", x, shape);
+  Shape shape = infer_shape("view", shape_in, x.numel(), x.shape());
+  auto st = view_strides(x, shape);
+  AMPGRAD_CHECK(st, "view: a tensor of shape " << shape_str(x.shape()) << " and strides " << shape_str(x.strides())
+                         << " cannot be viewed as " << shape_str(shape) << " without a copy; use reshape");
+  return view_as_strided("view", x, shape, *st);
 }
 
-Tensor reshape(const Tensor& x_in, const Shape& shape) {
+// A view when the strides allow one, else a view of a contiguous copy.
+Tensor reshape(const Tensor& x_in, const Shape& shape_in) {
   auto [x] = autocast(Op::reshape, x_in);
-  Shape s = infer_shape("reshape", shape, x.numel(), x.shape());
-  return view_impl("reshape", view_strides(x, s) ? x : contiguous(x), s);
+  Shape shape = infer_shape("reshape", shape_in, x.numel(), x.shape());
+  if (auto st = view_strides(x, shape)) return view_as_strided("reshape", x, shape, *st);
+  Tensor c = contiguous(x);
+  return view_as_strided("reshape", c, shape, contiguous_strides(shape));
 }
 
 Tensor flatten(const Tensor& x_in, int64_t start, int64_t end) {
