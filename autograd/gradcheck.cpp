@@ -1,4 +1,5 @@
-// gradcheck.cpp — the Jacobian comparison behind gradcheck().
+// gradcheck.cpp — the Jacobian comparison behind gradcheck(). Elements are read and written
+// through copies and one-element fills, never raw pointers, so the inputs may live on any device.
 #include "autograd/gradcheck.h"
 
 #include <cmath>
@@ -12,8 +13,8 @@ bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double 
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& x = inputs[k];
     if (!x.defined() || !x.requires_grad()) continue;
-    AMPGRAD_CHECK(x.dtype() == kFloat64 && x.device().is_cpu() && x.is_contiguous(),
-                  "gradcheck: input " << k << " must be a contiguous float64 CPU tensor, got " << dtype_name(x.dtype()));
+    AMPGRAD_CHECK(x.dtype() == kFloat64 && x.is_contiguous(), "gradcheck: input " << k << " must be a contiguous float64 tensor, got "
+                                                                             << (x.is_contiguous() ? "" : "a strided ") << dtype_name(x.dtype()));
   }
   Tensor out = fn(inputs);
   const int64_t m = out.numel();
@@ -23,16 +24,16 @@ bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double 
     const int64_t n = x.numel();
     // numerical Jacobian, column by column (n columns of m entries)
     std::vector<double> numerical(m * n);
-    double* p = x.data_ptr<double>();
+    const std::vector<double> values = to_vector<double>(x);
     {
       NoGradGuard no_grad;
       for (int64_t i = 0; i < n; ++i) {
-        const double orig = p[i];
-        p[i] = orig + eps;
+        Tensor element = x.view({n}).narrow(0, i, 1);
+        element.fill_(values[i] + eps);
         std::vector<double> plus = to_vector<double>(fn(inputs).to(kFloat64));
-        p[i] = orig - eps;
+        element.fill_(values[i] - eps);
         std::vector<double> minus = to_vector<double>(fn(inputs).to(kFloat64));
-        p[i] = orig;
+        element.fill_(values[i]);
         for (int64_t o = 0; o < m; ++o) numerical[o * n + i] = (plus[o] - minus[o]) / (2 * eps);
       }
     }
@@ -40,8 +41,8 @@ bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double 
     for (int64_t o = 0; o < m; ++o) {
       for (const Tensor& in : inputs)
         if (in.defined() && in.requires_grad()) in.impl().grad.reset();
-      Tensor seed = zeros(out.shape(), out.dtype());
-      seed.data_ptr<double>()[o] = 1;  // out is float64 when its inputs are
+      Tensor seed = zeros(out.shape(), TensorOptions(out.dtype()).device(out.device()));
+      seed.view({m}).narrow(0, o, 1).fill_(1);
       fn(inputs).backward(seed);
       Tensor g = x.grad();
       std::vector<double> row = g.defined() ? to_vector<double>(g) : std::vector<double>(n, 0.0);

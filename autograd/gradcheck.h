@@ -16,7 +16,7 @@ namespace ampgrad {
 
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-// Inputs: contiguous float64 CPU tensors; those that require grad are checked.
+// Inputs: contiguous float64 tensors on any device; those that require grad are checked.
 // Passes when |numerical − analytical| <= atol + rtol·|numerical| everywhere; returns true.
 bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3);
 

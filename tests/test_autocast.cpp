@@ -1,6 +1,7 @@
-// test_autocast.cpp — the autocast policy in action on the CPU: output dtypes per policy
-// category, nesting, device-type isolation, the weight-cast cache (and its no-grad case),
-// gradients reaching float32 master weights, and a check that every op consults the table.
+// test_autocast.cpp — the autocast policy in action: output dtypes per policy category (on each
+// device, with that device's column of the table), nesting, device-type isolation, the
+// weight-cast cache (and its no-grad case), gradients reaching float32 master weights, and a
+// check that every op consults the table.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -8,18 +9,19 @@
 
 #include "amp/autocast.h"
 #include "autograd/ops.h"
+#include "devices.h"
 
 using namespace ampgrad;
 
-TEST_CASE("output dtype of each policy category, CPU float16 and bfloat16") {
+DEVICE_TEST_CASE("output dtype of each policy category, float16 and bfloat16") {
   manual_seed(0);
-  Tensor x = randn({4, 8}), w = randn({3, 8}), b = randn({3});
-  Tensor img = randn({2, 1, 6, 6}), k = randn({2, 1, 3, 3});
-  Tensor target = from_vector<int64_t>({0, 1, 2, 0});
+  Tensor x = randn({4, 8}).to(dev), w = randn({3, 8}).to(dev), b = randn({3}).to(dev);
+  Tensor img = randn({2, 1, 6, 6}).to(dev), k = randn({2, 1, 3, 3}).to(dev);
+  Tensor target = from_vector<int64_t>({0, 1, 2, 0}).to(dev);
   for (DType low : {kFloat16, kBFloat16}) {
-    amp::autocast ac(DeviceType::CPU, low);
-    CHECK(amp::is_enabled(DeviceType::CPU));
-    CHECK(amp::get_dtype(DeviceType::CPU) == low);
+    amp::autocast ac(dev.type, low);
+    CHECK(amp::is_enabled(dev.type));
+    CHECK(amp::get_dtype(dev.type) == low);
     Tensor y = linear(x, w, b);
     CHECK(y.dtype() == low);                                       // lower_precision
     CHECK(matmul(x, w.t()).dtype() == low);
@@ -29,13 +31,13 @@ TEST_CASE("output dtype of each policy category, CPU float16 and bfloat16") {
     CHECK(nll_loss(log_softmax(y, 1), target).dtype() == kFloat32);
     CHECK(relu(y).dtype() == low);                                 // input dtype
     CHECK(relu(x).dtype() == kFloat32);
-    CHECK(softmax(y, 1).dtype() == low);                           // CPU keeps softmax in input dtype
+    CHECK(softmax(y, 1).dtype() == (dev.is_cpu() ? low : kFloat32));  // CPU keeps softmax in input dtype, CUDA: fp32
     CHECK((y + x.narrow(1, 0, 3)).dtype() == kFloat32);            // ordinary promotion
     CHECK(where(gt(x, scalar_like(0, x)).narrow(1, 0, 3), y, x.narrow(1, 0, 3)).dtype() == kFloat32);  // promote
     CHECK(cat({y, x.narrow(1, 0, 3)}).dtype() == kFloat32);
     CHECK(linear(x.to(kFloat64), w.to(kFloat64)).dtype() == kFloat64);  // float64 is never cast
   }
-  CHECK_FALSE(amp::is_enabled(DeviceType::CPU));
+  CHECK_FALSE(amp::is_enabled(dev.type));
   CHECK(linear(x, w, b).dtype() == kFloat32);
 }
 
@@ -90,22 +92,22 @@ TEST_CASE("policy table: rows in enum order, PyTorch's categories, printable") {
   CHECK(std::count(table.begin(), table.end(), '\n') == (long)amp::kNumOps + 1);
 }
 
-TEST_CASE("weight-cast cache: one cast per weight per outermost region") {
-  Tensor w = ones({3, 3}).requires_grad_();
-  Tensor x = ones({2, 3});
+DEVICE_TEST_CASE("weight-cast cache: one cast per weight per outermost region") {
+  Tensor w = ones({3, 3}).to(dev).requires_grad_();
+  Tensor x = ones({2, 3}).to(dev);
   amp::Trace trace;
   {
-    amp::autocast ac(DeviceType::CPU, kFloat16);
+    amp::autocast ac(dev.type, kFloat16);
     Tensor a = linear(x, w), b = linear(x, w);
     CHECK(amp::cache_size() == 1);
     {
-      amp::autocast inner(DeviceType::CPU, kFloat16);
+      amp::autocast inner(dev.type, kFloat16);
       linear(x, w);
     }
     CHECK(amp::cache_size() == 1);  // an inner exit does not clear
     Tensor view = w.t();            // a view is not cached; neither is a tensor not requiring grad
     matmul(x, view);
-    matmul(x, ones({3, 3}));
+    matmul(x, ones({3, 3}).to(dev));
     CHECK(amp::cache_size() == 1);
   }
   CHECK(amp::cache_size() == 0);  // cleared when the outermost region exits
@@ -116,10 +118,10 @@ TEST_CASE("weight-cast cache: one cast per weight per outermost region") {
   CHECK(casts == 1 + 3 + 2 + 2);
 }
 
-TEST_CASE("a cached cast made under no_grad still carries gradient to the weight") {
-  Tensor w = full({2, 2}, 0.5).requires_grad_();
-  Tensor x = ones({1, 2});
-  amp::autocast ac(DeviceType::CPU, kFloat16);
+DEVICE_TEST_CASE("a cached cast made under no_grad still carries gradient to the weight") {
+  Tensor w = full({2, 2}, 0.5).to(dev).requires_grad_();
+  Tensor x = ones({1, 2}).to(dev);
+  amp::autocast ac(dev.type, kFloat16);
   {
     NoGradGuard g;
     Tensor eval_out = linear(x, w);  // first use: creates the cached cast
@@ -132,12 +134,12 @@ TEST_CASE("a cached cast made under no_grad still carries gradient to the weight
   CHECK(to_vector<float>(w.grad()) == std::vector<float>{1, 1, 1, 1});
 }
 
-TEST_CASE("gradients flow through autocast casts into float32 .grad") {
+DEVICE_TEST_CASE("gradients flow through autocast casts into float32 .grad") {
   manual_seed(1);
-  Tensor w = randn({3, 4}).requires_grad_(), x = randn({5, 4});
-  Tensor target = from_vector<int64_t>({0, 1, 2, 1, 0});
+  Tensor w = randn({3, 4}).to(dev).requires_grad_(), x = randn({5, 4}).to(dev);
+  Tensor target = from_vector<int64_t>({0, 1, 2, 1, 0}).to(dev);
   {
-    amp::autocast ac(DeviceType::CPU, kBFloat16);
+    amp::autocast ac(dev.type, kBFloat16);
     cross_entropy(linear(x, w), target).backward();
   }
   Tensor g16 = w.grad();
@@ -149,13 +151,13 @@ TEST_CASE("gradients flow through autocast casts into float32 .grad") {
   for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 0.05f * std::abs(b[i]) + 2e-3f);
 }
 
-TEST_CASE("every op of the library consults the policy table") {
+DEVICE_TEST_CASE("every op of the library consults the policy table") {
   manual_seed(2);
-  Tensor x = randn({2, 3}), y = randn({2, 3}), w = randn({4, 3}), img = randn({1, 1, 4, 4});
-  Tensor t = from_vector<int64_t>({0, 2});
+  Tensor x = randn({2, 3}).to(dev), y = randn({2, 3}).to(dev), w = randn({4, 3}).to(dev), img = randn({1, 1, 4, 4}).to(dev);
+  Tensor t = from_vector<int64_t>({0, 2}).to(dev);
   amp::Trace trace;
-  amp::autocast ac(DeviceType::CPU, kFloat16);
-  (void)matmul(x, w.t()); (void)linear(x, w); (void)conv2d(img, ones({1, 1, 2, 2}));
+  amp::autocast ac(dev.type, kFloat16);
+  (void)matmul(x, w.t()); (void)linear(x, w); (void)conv2d(img, ones({1, 1, 2, 2}).to(dev));
   (void)add(x, y); (void)sub(x, y); (void)mul(x, y); (void)div(x, y); (void)neg(x); (void)pow(x, 2);
   (void)exp(x); (void)log(abs(x)); (void)sqrt(abs(x)); (void)tanh(x); (void)sigmoid(x); (void)relu(x);
   (void)gelu(x); (void)clamp(x, 0, 1); (void)where(gt(x, y), x, y);
@@ -176,12 +178,12 @@ TEST_CASE("every op of the library consults the policy table") {
   CHECK(os.str().find("lower_precision") != std::string::npos);
 }
 
-TEST_CASE("two micro-batches in one autocast region: both backwards reach the weight") {
+DEVICE_TEST_CASE("two micro-batches in one autocast region: both backwards reach the weight") {
   // The cached cast of w serves both forwards, so its node must survive the first backward.
-  Tensor w = full({2, 3}, 0.5).requires_grad_();
-  Tensor x1 = ones({4, 3}), x2 = full({4, 3}, 2.0);
+  Tensor w = full({2, 3}, 0.5).to(dev).requires_grad_();
+  Tensor x1 = ones({4, 3}).to(dev), x2 = full({4, 3}, 2.0).to(dev);
   {
-    amp::autocast ac(DeviceType::CPU, kFloat16);
+    amp::autocast ac(dev.type, kFloat16);
     linear(x1, w).to(kFloat32).sum().backward();
     linear(x2, w).to(kFloat32).sum().backward();
   }

@@ -417,25 +417,3 @@ TEST_CASE("sync-free step on the GPU: overflow skips bit-identically, clean step
     agree();  // Adam's bias correction counted only the clean steps
   }
 }
-
-TEST_CASE("GradScaler on the GPU: scale and tracker follow growth and backoff exactly") {
-  SKIP_WITHOUT_GPU();
-  Tensor p = from_vector<float>({1, 2}).to(gpu).requires_grad_();
-  optim::SGD opt({p}, {.lr = 0.1});
-  amp::GradScaler s({.init_scale = 8, .growth_interval = 3});
-  // clean, clean, clean -> grow; clean; overflow -> back off; clean (as test_grad_scaler.cpp)
-  std::vector<std::pair<double, int64_t>> expect = {{8, 1}, {8, 2}, {16, 0}, {16, 1}, {8, 0}, {8, 1}};
-  std::vector<bool> overflow = {false, false, false, false, true, false};
-  for (size_t i = 0; i < overflow.size(); ++i) {
-    s.scale((p * 1.0).sum()).backward();
-    if (overflow[i]) {
-      NoGradGuard g;
-      p.grad().narrow(0, 0, 1).fill_(NAN);
-    }
-    CHECK(bool(s.step(opt)) == !overflow[i]);
-    s.update();
-    opt.zero_grad();
-    CHECK(s.get_scale() == expect[i].first);
-    CHECK(s.get_growth_tracker() == expect[i].second);
-  }
-}

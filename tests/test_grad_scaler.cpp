@@ -2,6 +2,8 @@
 // sequences, skipped steps that leave parameters and optimizer state bit-identical, every
 // error of the state machine, the accumulation / clipping / multi-optimizer flows, state_dict,
 // and the reason it exists: a float16 gradient that underflows without scaling and survives with it.
+// Each numeric case runs on every device (devices.h): on CUDA the scaler's fused unscale, its
+// on-device scale update and the optimizers' fused steps are what these sequences check.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,11 +13,12 @@
 #include "amp/grad_health.h"
 #include "amp/grad_scaler.h"
 #include "autograd/ops.h"
+#include "devices.h"
 #include "optim/optim.h"
 
 using namespace ampgrad;
 
-static Tensor param(std::vector<float> v) { return from_vector<float>(v).requires_grad_(); }
+static Tensor param(const std::vector<float>& v, Device dev = Device::cpu()) { return from_vector<float>(v).to(dev).requires_grad_(); }
 // One iteration with planted gradients: overflow plants an inf.
 static bool iteration(amp::GradScaler& s, optim::Optimizer& opt, bool overflow) {
   Tensor p = opt.params()[0];
@@ -31,13 +34,14 @@ static bool iteration(amp::GradScaler& s, optim::Optimizer& opt, bool overflow) 
   return stepped;
 }
 static std::vector<uint8_t> bytes(const Tensor& t) {
-  std::vector<uint8_t> b(t.numel() * t.element_size());
-  std::memcpy(b.data(), t.contiguous().raw_data(), b.size());
+  Tensor host = t.detach().to(Device::cpu()).contiguous();
+  std::vector<uint8_t> b(host.numel() * host.element_size());
+  std::memcpy(b.data(), host.raw_data(), b.size());
   return b;
 }
 
-TEST_CASE("scale and tracker follow growth and backoff exactly") {
-  optim::SGD opt({param({1, 2})}, {.lr = 0.1});
+DEVICE_TEST_CASE("scale and tracker follow growth and backoff exactly") {
+  optim::SGD opt({param({1, 2}, dev)}, {.lr = 0.1});
   amp::GradScaler s({.init_scale = 8, .growth_interval = 3});
   CHECK(s.get_scale() == 8);
   // clean, clean, clean -> grow; clean; overflow -> back off; clean
@@ -50,19 +54,19 @@ TEST_CASE("scale and tracker follow growth and backoff exactly") {
   }
 }
 
-TEST_CASE("growth is capped when the grown scale would not be finite") {
-  optim::SGD opt({param({1})}, {.lr = 0.1});
+DEVICE_TEST_CASE("growth is capped when the grown scale would not be finite") {
+  optim::SGD opt({param({1}, dev)}, {.lr = 0.1});
   amp::GradScaler s({.init_scale = 3e38, .growth_interval = 1});
   iteration(s, opt, false);
   CHECK(s.get_scale() == doctest::Approx(3e38));
   CHECK(s.get_growth_tracker() == 0);
 }
 
-TEST_CASE("unscale_ divides by the scale and flags inf and NaN") {
-  Tensor p = param({1, 2, 3});
+DEVICE_TEST_CASE("unscale_ divides by the scale and flags inf and NaN") {
+  Tensor p = param({1, 2, 3}, dev);
   optim::SGD opt({p}, {.lr = 1});
   amp::GradScaler s({.init_scale = 1024});
-  Tensor loss = s.scale((p * from_vector<float>({1, 2, 3})).sum());
+  Tensor loss = s.scale((p * from_vector<float>({1, 2, 3}).to(dev)).sum());
   CHECK(loss.item<float>() == 1024 * 14);
   loss.backward();
   CHECK(to_vector<float>(p.grad()) == std::vector<float>{1024, 2048, 3072});
@@ -82,9 +86,9 @@ TEST_CASE("unscale_ divides by the scale and flags inf and NaN") {
   CHECK(s.get_scale() == 512);
 }
 
-TEST_CASE("a skipped step leaves parameters and optimizer state bit-identical") {
+DEVICE_TEST_CASE("a skipped step leaves parameters and optimizer state bit-identical") {
   manual_seed(0);
-  Tensor w = randn({4, 3}).requires_grad_();
+  Tensor w = randn({4, 3}).to(dev).requires_grad_();
   optim::Adam opt({w}, {.lr = 0.01});
   amp::GradScaler s;
   for (int i = 0; i < 3; ++i) iteration(s, opt, false);
@@ -131,10 +135,10 @@ TEST_CASE("disabled scaler is a passthrough") {
   CHECK(s.get_scale() == 1.0);
 }
 
-TEST_CASE("gradient accumulation: scaled micro-batches give the float32 result exactly") {
+DEVICE_TEST_CASE("gradient accumulation: scaled micro-batches give the float32 result exactly") {
   manual_seed(1);
-  Tensor x = randn({8, 3}), y = randn({8, 1});
-  Tensor w1 = randn({1, 3}).requires_grad_(), w2 = w1.detach().clone().requires_grad_();
+  Tensor x = randn({8, 3}).to(dev), y = randn({8, 1}).to(dev);
+  Tensor w1 = randn({1, 3}).to(dev).requires_grad_(), w2 = w1.detach().clone().requires_grad_();
   optim::SGD o1({w1}, {.lr = 0.1, .momentum = 0.9}), o2({w2}, {.lr = 0.1, .momentum = 0.9});
   amp::GradScaler s;  // 65536 = 2^16: scaling and unscaling are exact in float32
   for (int step = 0; step < 3; ++step) {
@@ -152,12 +156,12 @@ TEST_CASE("gradient accumulation: scaled micro-batches give the float32 result e
   CHECK(bytes(w1) == bytes(w2));
 }
 
-TEST_CASE("clipping after unscale_ sees the true gradient norm") {
-  Tensor p = param({0, 0}), q = param({0, 0});
+DEVICE_TEST_CASE("clipping after unscale_ sees the true gradient norm") {
+  Tensor p = param({0, 0}, dev), q = param({0, 0}, dev);
   optim::SGD op({p}, {.lr = 1}), oq({q}, {.lr = 1});
   amp::GradScaler s({.init_scale = 4096});
-  s.scale((p * from_vector<float>({3, 4})).sum()).backward();
-  (q * from_vector<float>({3, 4})).sum().backward();
+  s.scale((p * from_vector<float>({3, 4}).to(dev)).sum()).backward();
+  (q * from_vector<float>({3, 4}).to(dev)).sum().backward();
   s.unscale_(op);
   CHECK(optim::clip_grad_norm_({p}, 1.0) == doctest::Approx(5.0));
   CHECK(optim::clip_grad_norm_({q}, 1.0) == doctest::Approx(5.0));
@@ -168,8 +172,8 @@ TEST_CASE("clipping after unscale_ sees the true gradient norm") {
   CHECK(to_vector<float>(p)[0] == doctest::Approx(-0.6).epsilon(1e-5));  // −3/5 after clipping to norm 1
 }
 
-TEST_CASE("several losses and optimizers: each skips on its own overflow, one update for all") {
-  Tensor a = param({1}), b = param({1});
+DEVICE_TEST_CASE("several losses and optimizers: each skips on its own overflow, one update for all") {
+  Tensor a = param({1}, dev), b = param({1}, dev);
   optim::SGD oa({a}, {.lr = 1}), ob({b}, {.lr = 1});
   amp::GradScaler s({.init_scale = 16});
   Tensor la = s.scale(a.sum()), lb = s.scale(b.sum() * 2.0);
@@ -186,8 +190,8 @@ TEST_CASE("several losses and optimizers: each skips on its own overflow, one up
   CHECK(s.get_scale() == 8);  // any overflow backs the shared scale off
 }
 
-TEST_CASE("state_dict round trip") {
-  Tensor p = param({1});
+DEVICE_TEST_CASE("state_dict round trip") {
+  Tensor p = param({1}, dev);
   optim::SGD opt({p}, {.lr = 0.1});
   amp::GradScaler s({.init_scale = 128, .growth_interval = 5});
   iteration(s, opt, false);
@@ -205,14 +209,14 @@ TEST_CASE("state_dict round trip") {
   CHECK_THROWS_WITH_AS(t.load_state_dict({{"scale", 1}}), doctest::Contains("missing key 'growth_factor'"), Error);
 }
 
-TEST_CASE("a float16 gradient that underflows without scaling survives with it") {
+DEVICE_TEST_CASE("a float16 gradient that underflows without scaling survives with it") {
   // dL/dW = g·x with g = x = 1e-4 per element: 1e-8 is below float16's smallest subnormal
   // (2^-24 ≈ 6e-8, and under half of it rounds to zero), so the fp16 GEMM of backward flushes it.
-  Tensor x = full({1, 4}, 1e-4);
+  Tensor x = full({1, 4}, 1e-4).to(dev);
   auto grad_of_w = [&](double scale) {
-    Tensor w = ones({2, 4}).requires_grad_();
+    Tensor w = ones({2, 4}).to(dev).requires_grad_();
     {
-      amp::autocast ac(DeviceType::CPU, kFloat16);
+      amp::autocast ac(dev.type, kFloat16);
       Tensor loss = (linear(x, w).to(kFloat32) * 1e-4).sum();  // fp16 GEMM; its upstream gradient is 1e-4·scale
       (loss.to(kFloat32) * scale).backward();  // the scale multiplies in float32, as scaler.scale() does
     }
@@ -220,14 +224,14 @@ TEST_CASE("a float16 gradient that underflows without scaling survives with it")
   };
   for (float g : grad_of_w(1.0)) CHECK(g == 0.f);  // lost
   for (float g : grad_of_w(65536.0)) CHECK(g == doctest::Approx(1e-8).epsilon(0.01));  // kept
-  Tensor raw = full({4}, 1e-8);
+  Tensor raw = full({4}, 1e-8).to(dev);
   CHECK(amp::grad_health(raw, 1.0).flushed == 1.0);
   CHECK(amp::grad_health(raw, 65536.0).flushed == 0.0);
   CHECK(amp::grad_health(raw, 1e13).overflow == 1.0);
 }
 
-TEST_CASE("history records the scale used and whether the step was skipped") {
-  optim::SGD opt({param({1})}, {.lr = 0.1});
+DEVICE_TEST_CASE("history records the scale used and whether the step was skipped") {
+  optim::SGD opt({param({1}, dev)}, {.lr = 0.1});
   amp::GradScaler s({.init_scale = 4, .growth_interval = 2, .record_history = true});
   iteration(s, opt, false);
   iteration(s, opt, true);

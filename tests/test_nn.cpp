@@ -1,6 +1,7 @@
 // test_nn.cpp — nn/: Module registration and dotted names, train/eval, to(), the strict
 // state_dict; each layer's forward against hand-computed values and its gradients against
-// float64 central differences (gradcheck); PyTorch's default init bounds; Dropout's modes.
+// float64 central differences (gradcheck), on every device (devices.h); PyTorch's default init
+// bounds; Dropout's modes.
 #include <doctest/doctest.h>
 
 #include "test_util.h"
@@ -11,6 +12,7 @@
 #include <cmath>
 
 #include "autograd/gradcheck.h"
+#include "devices.h"
 #include "nn/nn.h"
 
 using namespace ampgrad;
@@ -153,28 +155,31 @@ TEST_CASE("state_dict round trip, and each strict-load error names its key") {
   CHECK(vec(c.body->named_parameters()[1].second) == c_bias);
 }
 
-TEST_CASE("Linear forward by hand, and gradients by central differences") {
+DEVICE_TEST_CASE("Linear forward by hand, and gradients by central differences") {
   nn::Linear fc(2, 3);
+  fc.to(dev);
   set(fc.weight, {1, 2, 0, 1, -1, 1});  // rows (1, 2), (0, 1), (-1, 1)
   set(fc.bias, {0.5, 0, -1});
   // x = (1, -1): 1 − 2 + 0.5, 0 − 1 + 0, −1 − 1 − 1
-  close(vec(fc.forward(from_vector<float>({1, -1}, {1, 2}))), {-0.5, -1, -3});
+  close(vec(fc.forward(from_vector<float>({1, -1}, {1, 2}).to(dev))), {-0.5, -1, -3});
 
   manual_seed(3);
   fc.to(kFloat64);
-  Tensor x = randn({4, 2}, kFloat64).requires_grad_();
+  Tensor x = randn({4, 2}, kFloat64).to(dev).requires_grad_();
   CHECK(gradcheck([&](In) { return fc.forward(x); }, {x, fc.weight, fc.bias}));
 }
 
-TEST_CASE("Conv2d forward by hand, and gradients by central differences") {
+DEVICE_TEST_CASE("Conv2d forward by hand, and gradients by central differences") {
   nn::Conv2d conv(1, 1, 2);
+  conv.to(dev);
   set(conv.weight, {1, 2, 3, 4});
   set(conv.bias, {0.5});
-  Tensor x = arange(1, 10, 1).reshape({1, 1, 3, 3});  // 1 2 3 / 4 5 6 / 7 8 9
+  Tensor x = arange(1, 10, 1).to(dev).reshape({1, 1, 3, 3});  // 1 2 3 / 4 5 6 / 7 8 9
   // each output: the 2x2 window dotted with (1, 2, 3, 4), plus 0.5; e.g. 1+4+12+20 + 0.5
   close(vec(conv.forward(x)), {37.5, 47.5, 67.5, 77.5});
   // padding 1, stride 2: windows start at (−1, −1), (−1, 1), (1, −1), (1, 1); zeros outside
   nn::Conv2d padded(1, 1, 2, /*stride=*/2, /*padding=*/1);
+  padded.to(dev);
   set(padded.weight, {1, 2, 3, 4});
   set(padded.bias, {0.5});
   Tensor y = padded.forward(x);
@@ -183,29 +188,31 @@ TEST_CASE("Conv2d forward by hand, and gradients by central differences") {
 
   manual_seed(4);
   nn::Conv2d c(2, 3, 2, 2, 1);
+  c.to(dev);
   c.to(kFloat64);
-  Tensor xs = randn({2, 2, 3, 3}, kFloat64).requires_grad_();
+  Tensor xs = randn({2, 2, 3, 3}, kFloat64).to(dev).requires_grad_();
   CHECK(gradcheck([&](In) { return c.forward(xs); }, {xs, c.weight, c.bias}));
 }
 
-TEST_CASE("MaxPool2d forward by hand, and gradients by central differences") {
-  Tensor x = arange(0, 16, 1).reshape({1, 1, 4, 4});
+DEVICE_TEST_CASE("MaxPool2d forward by hand, and gradients by central differences") {
+  Tensor x = arange(0, 16, 1).to(dev).reshape({1, 1, 4, 4});
   close(vec(nn::MaxPool2d(2).forward(x)), {5, 7, 13, 15});  // the bottom-right of each 2x2 block
-  close(vec(nn::MaxPool2d(2, 1).forward(arange(1, 10, 1).reshape({1, 1, 3, 3}))), {5, 6, 8, 9});
+  close(vec(nn::MaxPool2d(2, 1).forward(arange(1, 10, 1).to(dev).reshape({1, 1, 3, 3}))), {5, 6, 8, 9});
 
   // distinct values (a permutation), so no window has a tie for the max
-  Tensor xs = (randperm(32).to(kFloat64) * 0.1).reshape({1, 2, 4, 4}).detach().requires_grad_();
+  Tensor xs = (randperm(32).to(dev).to(kFloat64) * 0.1).reshape({1, 2, 4, 4}).detach().requires_grad_();
   nn::MaxPool2d pool(2);
   CHECK(gradcheck([&](In) { return pool.forward(xs); }, {xs}));
 }
 
-TEST_CASE("LayerNorm forward by hand, and gradients by central differences") {
+DEVICE_TEST_CASE("LayerNorm forward by hand, and gradients by central differences") {
   nn::LayerNorm ln(Shape{3});
+  ln.to(dev);
   close(vec(ln.weight), {1, 1, 1});
   close(vec(ln.bias), {0, 0, 0});
   // x = (1, 2, 3): mean 2, biased variance 2/3, so y = (x − 2) / √(2/3 + eps)
   const double s = 1 / std::sqrt(2.0 / 3 + 1e-5);
-  Tensor x = from_vector<float>({1, 2, 3}, {1, 3});
+  Tensor x = from_vector<float>({1, 2, 3}, {1, 3}).to(dev);
   close(vec(ln.forward(x)), {-s, 0, s}, 1e-5);
   set(ln.weight, {1, 2, 3});
   set(ln.bias, {0, 0, 1});
@@ -213,25 +220,27 @@ TEST_CASE("LayerNorm forward by hand, and gradients by central differences") {
 
   manual_seed(5);
   nn::LayerNorm ln2(Shape{2, 3});
+  ln2.to(dev);
   ln2.to(kFloat64);
   set(ln2.weight, {0.5, -1, 2, 1.5, 0.3, -0.7});
-  Tensor xs = randn({2, 2, 3}, kFloat64).requires_grad_();
+  Tensor xs = randn({2, 2, 3}, kFloat64).to(dev).requires_grad_();
   CHECK(gradcheck([&](In) { return ln2.forward(xs); }, {xs, ln2.weight, ln2.bias}));
 }
 
-TEST_CASE("ReLU, GELU, Flatten, Sequential") {
-  Tensor x = from_vector<double>({-1, 0, 2});
+DEVICE_TEST_CASE("ReLU, GELU, Flatten, Sequential") {
+  Tensor x = from_vector<double>({-1, 0, 2}).to(dev);
   close(vec(nn::ReLU().forward(x)), {0, 0, 2});
   close(vec(nn::GELU().forward(x)), {-0.15865525393145707, 0, 1.9544997361036416});  // x Φ(x)
-  CHECK(nn::Flatten().forward(zeros({2, 3, 4, 5})).shape() == Shape{2, 60});
-  CHECK(nn::Flatten(0).forward(zeros({2, 3, 4})).shape() == Shape{24});
+  CHECK(nn::Flatten().forward(zeros({2, 3, 4, 5}).to(dev)).shape() == Shape{2, 60});
+  CHECK(nn::Flatten(0).forward(zeros({2, 3, 4}).to(dev)).shape() == Shape{24});
 
   auto fc = std::make_shared<nn::Linear>(2, 2);
+  fc->to(dev);
   set(fc->weight, {1, -1, 2, 0});
   set(fc->bias, {0, -5});
   nn::Sequential seq(fc, std::make_shared<nn::ReLU>());
   // fc((3, 1)) = (3 − 1, 6 − 5) = (2, 1); relu keeps both. fc((1, 3)) = (−2, −3) -> 0, 0
-  close(vec(seq.forward(from_vector<float>({3, 1, 1, 3}, {2, 2}))), {2, 1, 0, 0});
+  close(vec(seq.forward(from_vector<float>({3, 1, 1, 3}, {2, 2}).to(dev))), {2, 1, 0, 0});
   CHECK(names(seq.named_parameters()) == std::vector<std::string>{"0.weight", "0.bias"});
 }
 

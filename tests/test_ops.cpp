@@ -7,12 +7,14 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "devices.h"
 
 using namespace ampgrad;
 
-static Tensor r(const Shape& s, double lo = -1, double hi = 1) {
+// A float64 leaf on dev, uniform in [lo, hi): drawn on the host, so both devices see the same values.
+static Tensor r(Device dev, const Shape& s, double lo = -1, double hi = 1) {
   Tensor t = rand(s, kFloat64) * (hi - lo) + lo;
-  return t.detach().requires_grad_();
+  return t.to(dev).detach().requires_grad_();
 }
 static std::vector<double> vec(const Tensor& t) { return to_vector<double>(t); }
 static void close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-6) {
@@ -21,8 +23,8 @@ static void close(const std::vector<double>& got, const std::vector<double>& wan
 }
 using In = const std::vector<Tensor>&;
 
-TEST_CASE("elementwise forward values") {
-  Tensor x = from_vector<double>({-1, 0, 1, 2});
+DEVICE_TEST_CASE("elementwise forward values") {
+  Tensor x = from_vector<double>({-1, 0, 1, 2}).to(dev);
   close(vec(relu(x)), {0, 0, 1, 2});
   close(vec(sigmoid(x)), {0.2689414213699951, 0.5, 0.7310585786300049, 0.8807970779778823});
   close(vec(gelu(x)), {-0.15865525393145707, 0, 0.8413447460685429, 1.9544997361036416});  // x Φ(x)
@@ -35,33 +37,33 @@ TEST_CASE("elementwise forward values") {
   close(vec(1.0 / (x + 2.0)), {1, 0.5, 1.0 / 3, 0.25});
   close(vec(2.0 - x), {3, 2, 1, 0});
   CHECK(to_vector<bool>(ge(x, scalar_like(1, x))) == std::vector<bool>{false, false, true, true});
-  CHECK(to_vector<bool>(eq(x, from_vector<double>({-1, 5, 1, 0}))) == std::vector<bool>{true, false, true, false});
+  CHECK(to_vector<bool>(eq(x, from_vector<double>({-1, 5, 1, 0}).to(dev))) == std::vector<bool>{true, false, true, false});
 }
 
-TEST_CASE("gradcheck: elementwise, with broadcasting") {
+DEVICE_TEST_CASE("gradcheck: elementwise, with broadcasting") {
   manual_seed(1);
-  CHECK(gradcheck([](In i) { return i[0] + i[1]; }, {r({2, 3}), r({3})}));
-  CHECK(gradcheck([](In i) { return i[0] - i[1]; }, {r({2, 1}), r({1, 3})}));
-  CHECK(gradcheck([](In i) { return i[0] * i[1]; }, {r({2, 3}), r({2, 1})}));
-  CHECK(gradcheck([](In i) { return i[0] / i[1]; }, {r({2, 3}), r({3}, 0.5, 2)}));
-  CHECK(gradcheck([](In i) { return -i[0]; }, {r({3})}));
-  CHECK(gradcheck([](In i) { return pow(i[0], 3); }, {r({4})}));
-  CHECK(gradcheck([](In i) { return pow(i[0], 0.5); }, {r({4}, 0.5, 2)}));
-  CHECK(gradcheck([](In i) { return exp(i[0]); }, {r({4})}));
-  CHECK(gradcheck([](In i) { return log(i[0]); }, {r({4}, 0.5, 2)}));
-  CHECK(gradcheck([](In i) { return sqrt(i[0]); }, {r({4}, 0.5, 2)}));
-  CHECK(gradcheck([](In i) { return abs(i[0]); }, {(r({4}, 0.1, 1) * from_vector<double>({1, -1, 1, -1})).detach().requires_grad_()}));
-  CHECK(gradcheck([](In i) { return tanh(i[0]); }, {r({4})}));
-  CHECK(gradcheck([](In i) { return sigmoid(i[0]); }, {r({4})}));
-  CHECK(gradcheck([](In i) { return relu(i[0]); }, {from_vector<double>({-0.7, 0.3, 1.2, -0.1}).requires_grad_()}));
-  CHECK(gradcheck([](In i) { return gelu(i[0]); }, {r({5}, -3, 3)}));
-  CHECK(gradcheck([](In i) { return clamp(i[0], -0.5, 0.5); }, {from_vector<double>({-0.9, -0.2, 0.3, 0.8}).requires_grad_()}));
-  Tensor cond = from_vector<bool>({true, false, true});
-  CHECK(gradcheck([cond](In i) { return where(cond, i[0], i[1]); }, {r({2, 3}), r({3})}));
+  CHECK(gradcheck([&](In i) { return i[0] + i[1]; }, {r(dev, {2, 3}), r(dev, {3})}));
+  CHECK(gradcheck([&](In i) { return i[0] - i[1]; }, {r(dev, {2, 1}), r(dev, {1, 3})}));
+  CHECK(gradcheck([&](In i) { return i[0] * i[1]; }, {r(dev, {2, 3}), r(dev, {2, 1})}));
+  CHECK(gradcheck([&](In i) { return i[0] / i[1]; }, {r(dev, {2, 3}), r(dev, {3}, 0.5, 2)}));
+  CHECK(gradcheck([&](In i) { return -i[0]; }, {r(dev, {3})}));
+  CHECK(gradcheck([&](In i) { return pow(i[0], 3); }, {r(dev, {4})}));
+  CHECK(gradcheck([&](In i) { return pow(i[0], 0.5); }, {r(dev, {4}, 0.5, 2)}));
+  CHECK(gradcheck([&](In i) { return exp(i[0]); }, {r(dev, {4})}));
+  CHECK(gradcheck([&](In i) { return log(i[0]); }, {r(dev, {4}, 0.5, 2)}));
+  CHECK(gradcheck([&](In i) { return sqrt(i[0]); }, {r(dev, {4}, 0.5, 2)}));
+  CHECK(gradcheck([&](In i) { return abs(i[0]); }, {(r(dev, {4}, 0.1, 1) * from_vector<double>({1, -1, 1, -1}).to(dev)).detach().requires_grad_()}));
+  CHECK(gradcheck([&](In i) { return tanh(i[0]); }, {r(dev, {4})}));
+  CHECK(gradcheck([&](In i) { return sigmoid(i[0]); }, {r(dev, {4})}));
+  CHECK(gradcheck([&](In i) { return relu(i[0]); }, {from_vector<double>({-0.7, 0.3, 1.2, -0.1}).to(dev).requires_grad_()}));
+  CHECK(gradcheck([&](In i) { return gelu(i[0]); }, {r(dev, {5}, -3, 3)}));
+  CHECK(gradcheck([&](In i) { return clamp(i[0], -0.5, 0.5); }, {from_vector<double>({-0.9, -0.2, 0.3, 0.8}).to(dev).requires_grad_()}));
+  Tensor cond = from_vector<bool>({true, false, true}).to(dev);
+  CHECK(gradcheck([&](In i) { return where(cond, i[0], i[1]); }, {r(dev, {2, 3}), r(dev, {3})}));
 }
 
-TEST_CASE("reductions: values and gradcheck with dims and keepdim") {
-  Tensor x = from_vector<double>({1, 5, 3, 4, 2, 6}, {2, 3});
+DEVICE_TEST_CASE("reductions: values and gradcheck with dims and keepdim") {
+  Tensor x = from_vector<double>({1, 5, 3, 4, 2, 6}, {2, 3}).to(dev);
   close(vec(x.sum()), {21});
   close(vec(sum(x, {0})), {5, 7, 9});
   close(vec(sum(x, {1}, true)), {9, 12});
@@ -75,123 +77,124 @@ TEST_CASE("reductions: values and gradcheck with dims and keepdim") {
   CHECK(to_vector<int64_t>(argmax(x, 0)) == std::vector<int64_t>{1, 0, 1});
   CHECK(argmax(x).item<int64_t>() == 5);
   CHECK(to_vector<int64_t>(min(x, 0, true).second) == std::vector<int64_t>{0, 1, 0});
-  CHECK(sum(ones({3}, kInt64)).dtype() == kInt64);
+  CHECK(sum(ones({3}, kInt64).to(dev)).dtype() == kInt64);
   manual_seed(2);
-  CHECK(gradcheck([](In i) { return i[0].sum(); }, {r({2, 3})}));
-  CHECK(gradcheck([](In i) { return sum(i[0], {0, 2}); }, {r({2, 3, 4})}));
-  CHECK(gradcheck([](In i) { return sum(i[0], {1}, true); }, {r({2, 3, 4})}));
-  CHECK(gradcheck([](In i) { return mean(i[0], {-1}); }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].mean(); }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return max(i[0], 1).first; }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return min(i[0], 0, true).first; }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].max(); }, {r({3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].sum(); }, {r(dev, {2, 3})}));
+  CHECK(gradcheck([&](In i) { return sum(i[0], {0, 2}); }, {r(dev, {2, 3, 4})}));
+  CHECK(gradcheck([&](In i) { return sum(i[0], {1}, true); }, {r(dev, {2, 3, 4})}));
+  CHECK(gradcheck([&](In i) { return mean(i[0], {-1}); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].mean(); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return max(i[0], 1).first; }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return min(i[0], 0, true).first; }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].max(); }, {r(dev, {3, 4})}));
 }
 
-TEST_CASE("matmul: every rank combination, values and gradients") {
-  Tensor a = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}), b = from_vector<double>({1, 0, 0, 1, 1, 1}, {3, 2});
+DEVICE_TEST_CASE("matmul: every rank combination, values and gradients") {
+  Tensor a = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}).to(dev), b = from_vector<double>({1, 0, 0, 1, 1, 1}, {3, 2}).to(dev);
   close(vec(matmul(a, b)), {4, 5, 10, 11});
-  close(vec(matmul(from_vector<double>({1, 2, 3}), from_vector<double>({4, 5, 6}))), {32});
-  close(vec(matmul(a, from_vector<double>({1, 1, 1}))), {6, 15});
-  close(vec(matmul(from_vector<double>({1, 1}), a)), {5, 7, 9});
+  close(vec(matmul(from_vector<double>({1, 2, 3}).to(dev), from_vector<double>({4, 5, 6}).to(dev))), {32});
+  close(vec(matmul(a, from_vector<double>({1, 1, 1}).to(dev))), {6, 15});
+  close(vec(matmul(from_vector<double>({1, 1}).to(dev), a)), {5, 7, 9});
   manual_seed(3);
-  CHECK(gradcheck([](In i) { return matmul(i[0], i[1]); }, {r({3, 4}), r({4, 2})}));
-  CHECK(gradcheck([](In i) { return matmul(i[0], i[1]); }, {r({4}), r({4})}));
-  CHECK(gradcheck([](In i) { return matmul(i[0], i[1]); }, {r({3, 4}), r({4})}));
-  CHECK(gradcheck([](In i) { return matmul(i[0], i[1]); }, {r({4}), r({4, 2})}));
-  CHECK(gradcheck([](In i) { return matmul(i[0], i[1]); }, {r({2, 3, 4}), r({2, 4, 5})}));
-  CHECK(gradcheck([](In i) { return matmul(i[0], i[1]); }, {r({2, 3, 4}), r({4, 5})}));
-  CHECK(gradcheck([](In i) { return matmul(i[0], i[1]); }, {r({3, 4}), r({2, 4, 5})}));
-  CHECK(gradcheck([](In i) { return matmul(i[0].t(), i[1]); }, {r({4, 3}), r({4, 2})}));  // strided operand
-  CHECK(gradcheck([](In i) { return linear(i[0], i[1], i[2]); }, {r({5, 3}), r({2, 3}), r({2})}));
-  CHECK(gradcheck([](In i) { return linear(i[0], i[1]); }, {r({2, 5, 3}), r({2, 3})}));
-  close(vec(linear(a, from_vector<double>({1, 1, 1}, {1, 3}), from_vector<double>({0.5}))), {6.5, 15.5});
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {3, 4}), r(dev, {4, 2})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {4}), r(dev, {4})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {3, 4}), r(dev, {4})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {4}), r(dev, {4, 2})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {2, 3, 4}), r(dev, {2, 4, 5})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {2, 3, 4}), r(dev, {4, 5})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {3, 4}), r(dev, {2, 4, 5})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0].t(), i[1]); }, {r(dev, {4, 3}), r(dev, {4, 2})}));  // strided operand
+  CHECK(gradcheck([&](In i) { return linear(i[0], i[1], i[2]); }, {r(dev, {5, 3}), r(dev, {2, 3}), r(dev, {2})}));
+  CHECK(gradcheck([&](In i) { return linear(i[0], i[1]); }, {r(dev, {2, 5, 3}), r(dev, {2, 3})}));
+  close(vec(linear(a, from_vector<double>({1, 1, 1}, {1, 3}).to(dev), from_vector<double>({0.5}).to(dev))), {6.5, 15.5});
 }
 
-TEST_CASE("views and copies: gradients map back to the input geometry") {
+DEVICE_TEST_CASE("views and copies: gradients map back to the input geometry") {
   manual_seed(4);
-  CHECK(gradcheck([](In i) { return i[0].reshape({6, 2}) * from_vector<double>({1, 2}); }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].view({2, 6}) * arange(0.0, 6.0, 1.0, kFloat64); }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].min(); }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].t().reshape({-1}) * arange(0.0, 12.0, 1.0, kFloat64); }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].permute({2, 0, 1}).contiguous(); }, {r({2, 3, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].narrow(1, 1, 2) * 3.0; }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].select(0, -1); }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].expand({3, 4}) * arange(0.0, 12.0, 1.0, kFloat64).reshape({3, 4}); }, {r({1, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].unsqueeze(1).squeeze(1).flatten(); }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return i[0].clone() * i[0]; }, {r({3})}));
-  CHECK(gradcheck([](In i) { return cat({i[0], i[1] * 2.0}, 1); }, {r({2, 3}), r({2, 2})}));
-  CHECK(gradcheck([](In i) { return stack({i[0], i[1]}, 0); }, {r({2, 3}), r({2, 3})}));
-  CHECK(gradcheck([](In i) { return i[0].to(kFloat32).to(kFloat64) * 1.0; }, {r({3})}, 1e-3, 1e-3, 1e-2));
-  close(vec(cat({from_vector<double>({1, 2}), from_vector<double>({3})})), {1, 2, 3});
-  CHECK(cat({ones({2}, kFloat16), ones({1}, kFloat32)}).dtype() == kFloat32);
+  CHECK(gradcheck([&](In i) { return i[0].reshape({6, 2}) * from_vector<double>({1, 2}).to(dev); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].view({2, 6}) * arange(0.0, 6.0, 1.0, kFloat64).to(dev); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].min(); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].t().reshape({-1}) * arange(0.0, 12.0, 1.0, kFloat64).to(dev); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].permute({2, 0, 1}).contiguous(); }, {r(dev, {2, 3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].narrow(1, 1, 2) * 3.0; }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].select(0, -1); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].expand({3, 4}) * arange(0.0, 12.0, 1.0, kFloat64).to(dev).reshape({3, 4}); }, {r(dev, {1, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].unsqueeze(1).squeeze(1).flatten(); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return i[0].clone() * i[0]; }, {r(dev, {3})}));
+  CHECK(gradcheck([&](In i) { return cat({i[0], i[1] * 2.0}, 1); }, {r(dev, {2, 3}), r(dev, {2, 2})}));
+  CHECK(gradcheck([&](In i) { return stack({i[0], i[1]}, 0); }, {r(dev, {2, 3}), r(dev, {2, 3})}));
+  CHECK(gradcheck([&](In i) { return i[0].to(kFloat32).to(kFloat64) * 1.0; }, {r(dev, {3})}, 1e-3, 1e-3, 1e-2));
+  close(vec(cat({from_vector<double>({1, 2}).to(dev), from_vector<double>({3}).to(dev)})), {1, 2, 3});
+  CHECK(cat({ones({2}, kFloat16).to(dev), ones({1}, kFloat32).to(dev)}).dtype() == kFloat32);
 }
 
-TEST_CASE("softmax family and losses against closed forms") {
-  Tensor x = from_vector<double>({1, 2, 3}, {1, 3});
+DEVICE_TEST_CASE("softmax family and losses against closed forms") {
+  Tensor x = from_vector<double>({1, 2, 3}, {1, 3}).to(dev);
   close(vec(softmax(x, 1)), {0.09003057317038046, 0.24472847105479764, 0.6652409557748219});
   close(vec(log_softmax(x, -1)), {-2.4076059644443806, -1.4076059644443804, -0.4076059644443804});
-  Tensor t = from_vector<int64_t>({2});
+  Tensor t = from_vector<int64_t>({2}).to(dev);
   close(vec(cross_entropy(x, t)), {0.4076059644443804});       // −log softmax[2]
   close(vec(cross_entropy(x, t, 0.1)), {0.5076059644443805});  // 0.9·0.4076 + 0.1·mean(−logp)
   close(vec(nll_loss(log_softmax(x, 1), t)), {0.4076059644443804});
-  close(vec(mse_loss(from_vector<double>({1, 2}), from_vector<double>({0, 4}))), {2.5});  // (1 + 4)/2
+  close(vec(mse_loss(from_vector<double>({1, 2}).to(dev), from_vector<double>({0, 4}).to(dev))), {2.5});  // (1 + 4)/2
   // softmax of huge logits stays finite (max subtraction)
-  close(vec(softmax(from_vector<double>({1000, 1000}), 0)), {0.5, 0.5});
+  close(vec(softmax(from_vector<double>({1000, 1000}).to(dev), 0)), {0.5, 0.5});
   manual_seed(5);
-  Tensor tg = from_vector<int64_t>({0, 3, 1});
-  CHECK(gradcheck([](In i) { return softmax(i[0], 1); }, {r({2, 4})}));
-  CHECK(gradcheck([](In i) { return softmax(i[0], 0); }, {r({3, 2})}));
-  CHECK(gradcheck([](In i) { return log_softmax(i[0], -1); }, {r({2, 4})}));
-  CHECK(gradcheck([tg](In i) { return cross_entropy(i[0], tg); }, {r({3, 4})}));
-  CHECK(gradcheck([tg](In i) { return cross_entropy(i[0], tg, 0.2); }, {r({3, 4})}));
-  CHECK(gradcheck([tg](In i) { return nll_loss(i[0], tg); }, {r({3, 4})}));
-  CHECK(gradcheck([](In i) { return mse_loss(i[0], i[1]); }, {r({2, 3}), r({2, 3})}));
-  CHECK_THROWS_WITH_AS(cross_entropy(x, from_vector<int64_t>({3})), doctest::Contains("target 3 is out of bounds for 3 classes"), Error);
-  CHECK_THROWS_WITH_AS(cross_entropy(x, from_vector<float>({1})), doctest::Contains("target must be int64"), Error);
+  Tensor tg = from_vector<int64_t>({0, 3, 1}).to(dev);
+  CHECK(gradcheck([&](In i) { return softmax(i[0], 1); }, {r(dev, {2, 4})}));
+  CHECK(gradcheck([&](In i) { return softmax(i[0], 0); }, {r(dev, {3, 2})}));
+  CHECK(gradcheck([&](In i) { return log_softmax(i[0], -1); }, {r(dev, {2, 4})}));
+  CHECK(gradcheck([&](In i) { return cross_entropy(i[0], tg); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return cross_entropy(i[0], tg, 0.2); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return nll_loss(i[0], tg); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return mse_loss(i[0], i[1]); }, {r(dev, {2, 3}), r(dev, {2, 3})}));
+  if (dev.is_cpu())  // on a GPU a bad target traps in the kernel (a device-side assert, as in PyTorch)
+    CHECK_THROWS_WITH_AS(cross_entropy(x, from_vector<int64_t>({3})), doctest::Contains("target 3 is out of bounds for 3 classes"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(x, from_vector<float>({1}).to(dev)), doctest::Contains("target must be int64"), Error);
 }
 
-TEST_CASE("conv2d and max_pool2d: values and gradients") {
+DEVICE_TEST_CASE("conv2d and max_pool2d: values and gradients") {
   // 1 image, 1 channel, 3x3 ramp; a 2x2 all-ones kernel sums each window
-  Tensor x = arange(1.0, 10.0, 1.0, kFloat64).reshape({1, 1, 3, 3});
-  Tensor w = ones({1, 1, 2, 2}, kFloat64);
+  Tensor x = arange(1.0, 10.0, 1.0, kFloat64).to(dev).reshape({1, 1, 3, 3});
+  Tensor w = ones({1, 1, 2, 2}, kFloat64).to(dev);
   close(vec(conv2d(x, w)), {12, 16, 24, 28});
-  close(vec(conv2d(x, w, from_vector<double>({1}), 1, 1)), {2, 4, 6, 4, 6, 13, 17, 10, 12, 25, 29, 16, 8, 16, 18, 10});
+  close(vec(conv2d(x, w, from_vector<double>({1}).to(dev), 1, 1)), {2, 4, 6, 4, 6, 13, 17, 10, 12, 25, 29, 16, 8, 16, 18, 10});
   close(vec(conv2d(x, w, {}, 2, 0)), {12});
   close(vec(max_pool2d(x, 2, 1)), {5, 6, 8, 9});
-  close(vec(max_pool2d(arange(0.0, 16.0, 1.0, kFloat64).reshape({1, 1, 4, 4}), 2)), {5, 7, 13, 15});
+  close(vec(max_pool2d(arange(0.0, 16.0, 1.0, kFloat64).to(dev).reshape({1, 1, 4, 4}), 2)), {5, 7, 13, 15});
   manual_seed(6);
-  CHECK(gradcheck([](In i) { return conv2d(i[0], i[1], i[2]); }, {r({2, 2, 4, 4}), r({3, 2, 3, 3}), r({3})}));
-  CHECK(gradcheck([](In i) { return conv2d(i[0], i[1], {}, 2, 1); }, {r({1, 2, 5, 5}), r({2, 2, 3, 3})}));
-  CHECK(gradcheck([](In i) { return max_pool2d(i[0], 2); }, {r({2, 2, 4, 4})}));
+  CHECK(gradcheck([&](In i) { return conv2d(i[0], i[1], i[2]); }, {r(dev, {2, 2, 4, 4}), r(dev, {3, 2, 3, 3}), r(dev, {3})}));
+  CHECK(gradcheck([&](In i) { return conv2d(i[0], i[1], {}, 2, 1); }, {r(dev, {1, 2, 5, 5}), r(dev, {2, 2, 3, 3})}));
+  CHECK(gradcheck([&](In i) { return max_pool2d(i[0], 2); }, {r(dev, {2, 2, 4, 4})}));
 }
 
-TEST_CASE("layer_norm and dropout") {
-  Tensor x = from_vector<double>({1, 2, 3, 4}, {1, 4});
+DEVICE_TEST_CASE("layer_norm and dropout") {
+  Tensor x = from_vector<double>({1, 2, 3, 4}, {1, 4}).to(dev);
   // mean 2.5, biased var 1.25 -> (x - 2.5) / sqrt(1.25 + 1e-5)
   double s = std::sqrt(1.25 + 1e-5);
   close(vec(layer_norm(x, {4})), {-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s});
   manual_seed(7);
-  CHECK(gradcheck([](In i) { return layer_norm(i[0], {3}, i[1], i[2]); }, {r({2, 3}), r({3}), r({3})}));
+  CHECK(gradcheck([&](In i) { return layer_norm(i[0], {3}, i[1], i[2]); }, {r(dev, {2, 3}), r(dev, {3}), r(dev, {3})}));
   Generator g(1);
-  Tensor d = dropout(ones({1000}, kFloat64), 0.25, true, &g);
+  Tensor d = dropout(ones({1000}, kFloat64).to(dev), 0.25, true, &g);
   int zeros_n = 0;
   for (double v : vec(d)) {
     REQUIRE((v == 0 || v == doctest::Approx(1 / 0.75)));
     zeros_n += v == 0;
   }
   CHECK(std::abs(zeros_n - 250) < 60);  // binomial(1000, 0.25): sd ≈ 13.7
-  CHECK(vec(dropout(ones({3}), 0.5, false)) == std::vector<double>{1, 1, 1});
+  CHECK(vec(dropout(ones({3}).to(dev), 0.5, false)) == std::vector<double>{1, 1, 1});
   // a fresh generator per call gives the same mask each time, so finite differences apply
-  CHECK(gradcheck([](In i) { Generator g(3); return dropout(i[0], 0.4, true, &g); }, {r({2, 5})}));
+  CHECK(gradcheck([&](In i) { Generator g(3); return dropout(i[0], 0.4, true, &g); }, {r(dev, {2, 5})}));
 }
 
-TEST_CASE("half inputs run every op family in float32 and round once") {
+DEVICE_TEST_CASE("half inputs run every op family in float32 and round once") {
   manual_seed(8);
-  Tensor x = randn({4, 8}).to(kFloat16), w = randn({3, 8}).to(kFloat16);
+  Tensor x = randn({4, 8}).to(dev).to(kFloat16), w = randn({3, 8}).to(dev).to(kFloat16);
   for (Tensor y : {relu(x), gelu(x), softmax(x, 1), linear(x, w), x * x + x, sum(x, {1})}) CHECK(y.dtype() == kFloat16);
   // softmax rows of a half tensor sum to 1 within the half rounding of each of 8 terms
   for (double s : vec(sum(softmax(x, 1).to(kFloat32), {1}))) CHECK(std::abs(s - 1) < 8 * std::ldexp(1.0, -11));
-  CHECK(cross_entropy(x, from_vector<int64_t>({0, 1, 2, 3})).dtype() == kFloat16);  // no autocast: stays half
+  CHECK(cross_entropy(x, from_vector<int64_t>({0, 1, 2, 3}).to(dev)).dtype() == kFloat16);  // no autocast: stays half
 }
 
 TEST_CASE("edge cases found in review: half mean of many elements, ties, pow 0, bad arguments") {

@@ -1,7 +1,8 @@
 // test_optim.cpp — optim/: the first steps of SGD (plain, momentum, dampening, Nesterov, weight
 // decay), Adam and AdamW against values worked out by hand in the comments; zero_grad; the
 // strict state_dict; clip_grad_norm_ on known gradients; StepLR and cosine lr sequences.
-// Updates run in float32: values are compared to 1e-6 relative, a few float32 ulps.
+// Updates run in float32: values are compared to 1e-6 relative, a few float32 ulps. The update
+// rules run on every device (devices.h): on CUDA they are the fused multi-tensor kernels.
 #include <doctest/doctest.h>
 
 #include "test_util.h"
@@ -9,6 +10,7 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "devices.h"
 #include "nn/linear.h"
 #include "optim/optim.h"
 
@@ -19,13 +21,13 @@ static void close(const std::vector<double>& got, const std::vector<double>& wan
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol));
 }
-static Tensor param(const std::vector<float>& values) { return from_vector(values).requires_grad_(); }
+static Tensor param(const std::vector<float>& values, Device dev = Device::cpu()) { return from_vector(values).to(dev).requires_grad_(); }
 // Gives p a fixed gradient, as a backward pass would.
-static void set_grad(Tensor& p, const std::vector<float>& g) { p.set_grad(from_vector(g, p.shape())); }
+static void set_grad(Tensor& p, const std::vector<float>& g) { p.set_grad(from_vector(g, p.shape()).to(p.device())); }
 
-TEST_CASE("SGD: plain, momentum, dampening, Nesterov and weight decay, step by step") {
+DEVICE_TEST_CASE("SGD: plain, momentum, dampening, Nesterov and weight decay, step by step") {
   // plain: p ← p − lr·g with lr 0.1, g 0.5: 1 → 0.95 → 0.90
-  Tensor p = param({1});
+  Tensor p = param({1}, dev);
   optim::SGD plain({p}, {.lr = 0.1});
   for (double want : {0.95, 0.90}) {
     set_grad(p, {0.5});
@@ -35,7 +37,7 @@ TEST_CASE("SGD: plain, momentum, dampening, Nesterov and weight decay, step by s
 
   // momentum 0.9, lr 0.1, g = 1: buf 1 (the grad itself on step 1) → 1.9 → 2.71,
   // p 1 → 0.9 → 0.71 → 0.439
-  p = param({1});
+  p = param({1}, dev);
   optim::SGD momentum({p}, {.lr = 0.1, .momentum = 0.9});
   for (double want : {0.9, 0.71, 0.439}) {
     set_grad(p, {1});
@@ -45,7 +47,7 @@ TEST_CASE("SGD: plain, momentum, dampening, Nesterov and weight decay, step by s
 
   // dampening 0.5: step 1 takes no dampening (buf = 1, p = 0.9); step 2 buf = 0.9 + 0.5·1 = 1.4,
   // p = 0.9 − 0.14 = 0.76
-  p = param({1});
+  p = param({1}, dev);
   optim::SGD damped({p}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.5});
   for (double want : {0.9, 0.76}) {
     set_grad(p, {1});
@@ -55,7 +57,7 @@ TEST_CASE("SGD: plain, momentum, dampening, Nesterov and weight decay, step by s
 
   // Nesterov: the step uses g + momentum·buf. Step 1: buf 1, g' 1.9, p 0.81;
   // step 2: buf 1.9, g' 1 + 0.9·1.9 = 2.71, p 0.81 − 0.271 = 0.539
-  p = param({1});
+  p = param({1}, dev);
   optim::SGD nesterov({p}, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
   for (double want : {0.81, 0.539}) {
     set_grad(p, {1});
@@ -64,7 +66,7 @@ TEST_CASE("SGD: plain, momentum, dampening, Nesterov and weight decay, step by s
   }
 
   // weight decay 0.1: g' = g + 0.1·p. Step 1: g' 1.1, p 0.89; step 2: g' 1.089, p 0.7811
-  p = param({1});
+  p = param({1}, dev);
   optim::SGD decay({p}, {.lr = 0.1, .weight_decay = 0.1});
   for (double want : {0.89, 0.7811}) {
     set_grad(p, {1});
@@ -75,8 +77,8 @@ TEST_CASE("SGD: plain, momentum, dampening, Nesterov and weight decay, step by s
   CHECK(error_of([&] { optim::SGD({p}, {.lr = 0.1, .nesterov = true}); }).find("Nesterov") != std::string::npos);
 }
 
-TEST_CASE("SGD with real gradients: loss = Σ p², so p ← p − 0.1·2p = 0.8·p") {
-  Tensor p = param({1, -2});
+DEVICE_TEST_CASE("SGD with real gradients: loss = Σ p², so p ← p − 0.1·2p = 0.8·p") {
+  Tensor p = param({1, -2}, dev);
   optim::SGD opt({p}, {.lr = 0.1});
   for (std::vector<double> want : {std::vector<double>{0.8, -1.6}, {0.64, -1.28}}) {
     opt.zero_grad();
@@ -86,10 +88,10 @@ TEST_CASE("SGD with real gradients: loss = Σ p², so p ← p − 0.1·2p = 0.8�
   }
 }
 
-TEST_CASE("Adam: each step moves by lr·sign(g) under a constant gradient") {
+DEVICE_TEST_CASE("Adam: each step moves by lr·sign(g) under a constant gradient") {
   // With g constant, m̂ = m / (1 − β1^t) = g and v̂ = g² at every t, so
   // p ← p − lr · g / (|g| + eps): lr·sign(g), slightly less for |g| near eps.
-  Tensor p = param({1, -1, 0.5});
+  Tensor p = param({1, -1, 0.5}, dev);
   optim::Adam opt({p}, {.lr = 0.01});
   const double small = 0.01 * 1e-3 / (1e-3 + 1e-8);  // the step for |g| = 1e-3
   for (int t = 1; t <= 3; ++t) {
@@ -99,11 +101,11 @@ TEST_CASE("Adam: each step moves by lr·sign(g) under a constant gradient") {
   }
 }
 
-TEST_CASE("Adam: the moments and bias corrections with a gradient that changes sign") {
+DEVICE_TEST_CASE("Adam: the moments and bias corrections with a gradient that changes sign") {
   // lr 0.1, p = 0. Step 1, g = 1: m = 0.1, v = 0.001; m̂ = 1, v̂ = 1; p = −0.1.
   // Step 2, g = −1: m = 0.09 − 0.1 = −0.01, v = 0.000999 + 0.001 = 0.001999;
   // m̂ = −0.01 / 0.19, v̂ = 0.001999 / 0.001999 = 1; p = −0.1 + 0.1 · 0.01 / 0.19 = −0.0947368
-  Tensor p = param({0});
+  Tensor p = param({0}, dev);
   optim::Adam opt({p}, {.lr = 0.1});
   set_grad(p, {1});
   opt.step();
@@ -113,12 +115,12 @@ TEST_CASE("Adam: the moments and bias corrections with a gradient that changes s
   close(vec(p), {-0.1 + 0.1 * 0.01 / 0.19});
 }
 
-TEST_CASE("Adam's L2 weight decay against AdamW's decoupled decay") {
+DEVICE_TEST_CASE("Adam's L2 weight decay against AdamW's decoupled decay") {
   // Adam, wd 0.1, lr 0.1, g = 1 at p = 1. Step 1: g' = 1.1 → a pure sign step, p = 0.9.
   // Step 2: g' = 1 + 0.1·0.9 = 1.09; m = 0.9·0.11 + 0.1·1.09 = 0.208,
   // v = 0.999·0.00121 + 0.001·1.1881 = 0.00239689; m̂ = 0.208/0.19 = 1.094737,
   // √v̂ = √(0.00239689/0.001999) = 1.095009; p = 0.9 − 0.1·1.094737/1.095009 = 0.800025
-  Tensor p = param({1});
+  Tensor p = param({1}, dev);
   optim::Adam adam({p}, {.lr = 0.1, .weight_decay = 0.1});
   set_grad(p, {1});
   adam.step();
@@ -128,7 +130,7 @@ TEST_CASE("Adam's L2 weight decay against AdamW's decoupled decay") {
   close(vec(p), {0.8000248483897221});
 
   // AdamW: p ← p·(1 − lr·wd), then the sign step: 1·0.99 − 0.1 = 0.89; 0.89·0.99 − 0.1 = 0.7811
-  Tensor q = param({1});
+  Tensor q = param({1}, dev);
   optim::AdamW adamw({q}, {.lr = 0.1, .weight_decay = 0.1});
   for (double want : {0.89, 0.7811}) {
     set_grad(q, {1});
@@ -160,8 +162,8 @@ TEST_CASE("step skips parameters without a grad, bad parameters are errors") {
   CHECK(error_of([&] { sgd2.step(); }).find("not contiguous") != std::string::npos);
 }
 
-TEST_CASE("zero_grad: to none, or zeroed in place") {
-  Tensor p = param({1, 2});
+DEVICE_TEST_CASE("zero_grad: to none, or zeroed in place") {
+  Tensor p = param({1, 2}, dev);
   optim::SGD opt({p}, {.lr = 0.1});
   set_grad(p, {3, 4});
   Tensor g = p.grad();
@@ -228,9 +230,9 @@ TEST_CASE("optimizer state_dict: round trip, and strict loading") {
   CHECK(sgd.state_dict().scalars.at("state.0.step") == 1);
 }
 
-TEST_CASE("clip_grad_norm_: global L2 norm over all grads") {
+DEVICE_TEST_CASE("clip_grad_norm_: global L2 norm over all grads") {
   // grads (3, 4) and (12): norm √(9 + 16 + 144) = 13
-  Tensor a = param({0, 0}), b = param({0}), none = param({0});
+  Tensor a = param({0, 0}, dev), b = param({0}, dev), none = param({0}, dev);
   auto reset = [&] { set_grad(a, {3, 4}); set_grad(b, {12}); };
   reset();
   CHECK(optim::clip_grad_norm_({a, b, none}, 20) == doctest::Approx(13));
@@ -242,7 +244,7 @@ TEST_CASE("clip_grad_norm_: global L2 norm over all grads") {
   CHECK(optim::clip_grad_norm_({none}, 1) == 0);
 
   reset();
-  b.set_grad(from_vector<float>({INFINITY}));
+  b.set_grad(from_vector<float>({INFINITY}).to(dev));
   CHECK(std::isinf(optim::clip_grad_norm_({a, b}, 1)));
   close(vec(a.grad()), {3, 4});  // a non-finite norm leaves the grads for GradScaler to judge
 }
@@ -264,10 +266,11 @@ TEST_CASE("StepLR and CosineAnnealingLR follow PyTorch's closed forms") {
   close(got, {1.1, 0.9535533905932737, 0.6, 0.24644660940672622, 0.1, 0.24644660940672622});
 }
 
-TEST_CASE("end to end: Linear + mse_loss + SGD fits y = 2x + 1") {
+DEVICE_TEST_CASE("end to end: Linear + mse_loss + SGD fits y = 2x + 1") {
   manual_seed(0);
   auto fc = std::make_shared<nn::Linear>(1, 1);
-  Tensor x = from_vector<float>({-1, 0, 1, 2}, {4, 1});
+  fc->to(dev);
+  Tensor x = from_vector<float>({-1, 0, 1, 2}, {4, 1}).to(dev);
   Tensor y = x * 2.0 + 1.0;
   optim::SGD opt(fc->parameters(), {.lr = 0.1, .momentum = 0.5});
   for (int i = 0; i < 200; ++i) {
