@@ -66,10 +66,17 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return kernels::sum(g, dims, false).view(shape);
 }
 
-static void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g) {
+// The first gradient a leaf receives becomes its .grad. A fresh result that nothing else can
+// see (its handle is the last one, its storage backs no other tensor: a GEMM's or a reduction's
+// output, the usual case for a weight) is adopted as it is; anything else (add's backward hands
+// the same g to both inputs; the user may hold the gradient passed to backward) is copied, so a
+// .grad never aliases another tensor. Later gradients are summed out of place, for the same reason.
+static void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
   AMPGRAD_CHECK(g.dtype() == leaf.dtype, "backward: gradient dtype " << dtype_name(g.dtype()) << " does not match the leaf's " << dtype_name(leaf.dtype));
-  if (leaf.grad) leaf.grad = (Tensor(leaf.grad) + g).impl_ptr();  // out of place: never alias
-  else leaf.grad = g.clone().impl_ptr();  // a private copy: g may be shared with other inputs
+  if (leaf.grad) leaf.grad = (Tensor(leaf.grad) + g).impl_ptr();
+  else if (g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().is_view && g.is_contiguous())
+    leaf.grad = g.impl_ptr();
+  else leaf.grad = g.clone().impl_ptr();
 }
 
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
@@ -115,7 +122,8 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       Edge& e = n->edges[i];
       Tensor gi = i < gs.size() && gs[i].defined() && e ? sum_to(gs[i], n->input_shapes[i]) : Tensor();
       if (e.leaf) {
-        if (gi.defined()) accumulate_into_leaf(*e.leaf, gi);
+        if (i < gs.size()) gs[i] = Tensor();  // drop our other handle, so a fresh gradient can be adopted
+        if (gi.defined()) accumulate_into_leaf(*e.leaf, std::move(gi));
         continue;
       }
       if (!e.fn) continue;

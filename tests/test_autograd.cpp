@@ -1,7 +1,8 @@
 // test_autograd.cpp — the engine: accumulation, broadcasting, retain_graph, freed graphs,
-// no-grad regions, detach, deep graphs, in-place refusal.
+// no-grad regions, detach, deep graphs, in-place refusal, when a leaf adopts its gradient.
 #include <doctest/doctest.h>
 
+#include "autograd/node.h"
 #include "autograd/ops.h"
 
 using namespace ampgrad;
@@ -118,4 +119,36 @@ TEST_CASE("inputs that need no gradient are skipped") {
   matmul(x, c).sum().backward();
   CHECK_FALSE(c.grad().defined());
   CHECK(to_vector<float>(x.grad()) == std::vector<float>{2, 2, 2, 2});
+}
+
+TEST_CASE("a leaf adopts a gradient nothing else sees, and copies one that is shared") {
+  // An op whose backward returns the tensor given here; the test decides whether it keeps a handle.
+  auto through = [](const Tensor& x, Tensor grad_to_return) {
+    Tensor out = x.detach().clone();
+    autograd::record("through", out, {x}, [g = std::move(grad_to_return)](const Tensor&, const autograd::Needs&) mutable {
+      return autograd::Grads{std::move(g)};
+    });
+    return out;
+  };
+  Tensor x = zeros({3}).requires_grad_();
+  {
+    Tensor fresh = from_vector<float>({1, 2, 3});
+    const void* where = fresh.raw_data();
+    Tensor y = through(x, std::move(fresh));
+    y.backward(ones({3}));
+    CHECK(x.grad().raw_data() == where);  // adopted: no copy
+  }
+  Tensor held = from_vector<float>({4, 5, 6});
+  Tensor z = zeros({3}).requires_grad_();
+  through(z, held).backward(ones({3}));
+  CHECK(z.grad().raw_data() != held.raw_data());  // we still hold it: copied
+  held.fill_(0);
+  CHECK(to_vector<float>(z.grad()) == std::vector<float>{4, 5, 6});
+
+  // add's backward hands one gradient to both inputs: each .grad must be its own
+  Tensor a = zeros({2}).requires_grad_(), b = zeros({2}).requires_grad_();
+  (a + b).backward(from_vector<float>({1, 2}));
+  CHECK_FALSE(a.grad().shares_storage(b.grad()));
+  a.grad().fill_(7);
+  CHECK(to_vector<float>(b.grad()) == std::vector<float>{1, 2});
 }
