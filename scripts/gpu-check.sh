@@ -4,10 +4,12 @@
 # float32, float16 + GradScaler and bfloat16, then the speed of one training step of a
 # 4 x 4096 MLP at batch 2048 in each precision, beside PyTorch's when torch is installed.
 # Prints each stage's wall time; a failing stage is reported and the later ones still run.
-# The MNIST stage needs data-cache/mnist (scripts/get-data.sh; carry it to a GPU machine).
+# The GPU machine reaches no package registry: stage the build's libraries here with
+# scripts/gpu-deps.sh and the MNIST data with scripts/get-data.sh, then carry both folders.
 #
-#   scripts/gpu-check.sh                 # builds in build-gpu
-#   BUILD_DIR=build-x scripts/gpu-check.sh
+#   scripts/gpu-deps.sh && scripts/get-data.sh     # here, once
+#   device run, carry [".gpu-deps", "data-cache"]: scripts/gpu-check.sh
+#   BUILD_DIR=build-x scripts/gpu-check.sh         # builds in build-gpu by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-gpu}
@@ -35,7 +37,7 @@ run_ctest() {
   (cd "$build" && ctest --output-on-failure -j"$jobs" 2>&1) | tee "$log/ctest.log"
   local rc=${PIPESTATUS[0]}
   # With a GPU present, a skipped CUDA case means the tests did not see it: that is a failure.
-  if grep -q "test_cuda:.*Skipped" "$log/ctest.log"; then
+  if grep -qE "(test_cuda:|\(cuda\) ).*Skipped" "$log/ctest.log"; then
     echo "CUDA test cases were skipped although this machine should have a GPU"
     return 1
   fi
@@ -77,7 +79,13 @@ benchmark() {
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-timed "configure (sm_90)" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAMPGRAD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
+{ g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1; } || true
+deps=()
+if [ -d .gpu-deps/root ]; then  # staged by scripts/gpu-deps.sh: searched before the system
+  root=$PWD/.gpu-deps/root/usr
+  deps=("-DCMAKE_PREFIX_PATH=$root;$root/lib/x86_64-linux-gnu")
+fi
+timed "configure (sm_90)" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAMPGRAD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${deps[@]}"
 mkdir -p "$log"
 timed "build (-j$jobs)" cmake --build "$build" -j"$jobs"
 if ((${#failed[@]} == 0)); then
