@@ -19,5 +19,14 @@ for deb in .gpu-deps/debs/*.deb; do dpkg-deb -x "$deb" .gpu-deps/root; done
 find .gpu-deps/root -type l -lname '/*' | while read -r link; do
   ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" ".gpu-deps/root$(readlink "$link")")" "$link"
 done
+# Debian's doctest config names its prefix as /usr outright (the others compute it from where
+# the file lies): compute it, three folders above usr/lib/cmake/doctest/, and refuse to finish
+# if any CMake config still pins one.
+sed -i 's|^set(_IMPORT_PREFIX "/usr")$|get_filename_component(_IMPORT_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)|' \
+  .gpu-deps/root/usr/lib/cmake/doctest/doctestTargets.cmake
+if grep -rlE '^(set\(_IMPORT_PREFIX|set\(PACKAGE_PREFIX_DIR) "/' .gpu-deps/root --include='*.cmake'; then
+  echo "gpu-deps: the CMake configs above pin an absolute prefix" >&2
+  exit 1
+fi
 rm -rf .gpu-deps/debs .gpu-deps/root/usr/share/doc .gpu-deps/root/usr/share/man
 echo "gpu-deps: ${pkgs[*]} in .gpu-deps/root ($(du -sh .gpu-deps | cut -f1))"

@@ -1,6 +1,7 @@
 // kernels.cpp — device dispatch: every primitive checks that its tensors share one device and
 // forwards to that device's backend. The only place that knows which backends exist.
 #include "tensor/backends.h"
+#include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
 
 namespace ampgrad::kernels {
 
@@ -42,14 +43,25 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
 Tensor binary(Binary k, const Tensor& a, const Tensor& b) { return DISPATCH(binary_name(k), binary(k, a, b), &a, &b); }
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return DISPATCH("where", where(c, a, b), &c, &a, &b); }
 void fill_(const Tensor& dst, double v) { DISPATCH("fill_", fill_(dst, v), &dst); }
-void axpy_(const Tensor& y, const Tensor& x, double alpha) { DISPATCH("add_", axpy_(y, x, alpha), &y, &x); }
-void scale_(const Tensor& y, double f) { DISPATCH("mul_", scale_(y, f), &y); }
+// In-place updates, checked here once for every backend.
+void axpy_(const Tensor& y, const Tensor& x, double alpha) {
+  AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
+  AMPGRAD_CHECK(y.dtype() != kBool, "add_: not defined for dtype bool");
+  AMPGRAD_CHECK(cpu::broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
+                "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
+  DISPATCH("add_", axpy_(y, x, alpha), &y, &x);
+}
+void scale_(const Tensor& y, double f) {
+  AMPGRAD_CHECK(y.dtype() != kBool, "mul_: not defined for dtype bool");
+  DISPATCH("mul_", scale_(y, f), &y);
+}
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return DISPATCH("sum", sum(x, dims, keepdim), &x); }
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
   return DISPATCH(is_min ? "min" : "max", max_dim(x, dim, keepdim, is_min), &x);
 }
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) { return DISPATCH("gather", gather(x, dim, idx), &x, &idx); }
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
+  AMPGRAD_CHECK(src.dtype() != kBool, "scatter_add: not defined for dtype bool");
   return DISPATCH("scatter_add", scatter_add(shape, dim, idx, src), &idx, &src);
 }
 // Checked here, once for every backend: the backends may assume matching 2-D or 3-D operands.
@@ -64,6 +76,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 Tensor softmax_lastdim(const Tensor& x, bool log) { return DISPATCH(log ? "log_softmax" : "softmax", softmax_lastdim(x, log), &x); }
 Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) { return DISPATCH("conv2d", im2col(x, kh, kw, s, p), &x); }
 Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
+  AMPGRAD_CHECK(cols.dtype() != kBool, "conv2d: not defined for dtype bool");
   return DISPATCH("conv2d", col2im(cols, x_shape, kh, kw, s, p), &cols);
 }
 std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, int64_t k, int64_t s) { return DISPATCH("max_pool2d", max_pool2d(x, k, s), &x); }

@@ -244,8 +244,10 @@ TEST_CASE("host <-> device copies keep every dtype's bits, contiguous and stride
     to_host.copy_(finite.to(gpu).t());  // device strided -> host
     CHECK(bytes(to_host) == bytes(finite.t().contiguous()));
   }
-  // A cast during the copy rounds as the CPU does (to nearest even), ties and overflow included.
-  std::vector<float> v = {1.f + std::ldexp(1.f, -11), 1.f + 3 * std::ldexp(1.f, -11), 1e-6f, -7e-8f, 65520.f, 70000.f, 3.4e38f, -INFINITY};
+  // A cast during the copy rounds as the CPU does (to nearest even), ties and overflow included;
+  // a NaN keeps its sign and becomes the CPU's quiet NaN.
+  std::vector<float> v = {1.f + std::ldexp(1.f, -11), 1.f + 3 * std::ldexp(1.f, -11), 1e-6f, -7e-8f, 65520.f, 70000.f, 3.4e38f, -INFINITY,
+                          NAN, -NAN};
   for (int i = 0; i < 64; ++i) v.push_back(float(gen.normal() * 100));
   Tensor f32 = from_vector<float>(v);
   for (DType half : {kFloat16, kBFloat16}) {

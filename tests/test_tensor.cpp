@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "autograd/ops.h"
+#include "devices.h"
 #include "tensor/cpu/allocator.h"
 #include "tensor/kernels.h"
 
@@ -183,7 +184,20 @@ TEST_CASE("errors name the op and the shapes") {
   CHECK_THROWS_AS(ones({2}, kInt64).requires_grad_(), Error);
   CHECK_THROWS_WITH_AS(kernels::gather(ones({2, 3}), 1, zeros({3, 1}, kInt64)), doctest::Contains("is larger than [2, 3] in dim 0"), Error);
   CHECK_THROWS_WITH_AS(kernels::gather(ones({2, 3}), 1, full({2, 1}, 3, kInt64)), doctest::Contains("index 3 is out of bounds for dim 1 of size 3"), Error);
-  CHECK_THROWS_WITH_AS(kernels::axpy_(ones({2}, kBool), ones({2}, kBool), 1), doctest::Contains("add_: not defined for dtype bool"), Error);
+}
+
+DEVICE_TEST_CASE("argument checks of the in-place and backward primitives hold on every backend") {
+  // Checked once in tensor/kernels.cpp, so no backend can quietly do nothing with them.
+  Tensor b = ones({2}, kBool).to(dev), f = ones({2}).to(dev);
+  CHECK_THROWS_WITH_AS(kernels::axpy_(b, b, 1), doctest::Contains("add_: not defined for dtype bool"), Error);
+  CHECK_THROWS_WITH_AS(kernels::axpy_(f, ones({2}, kFloat64).to(dev), 1), doctest::Contains("add_: dtypes differ (float32 and float64)"), Error);
+  CHECK_THROWS_WITH_AS(kernels::axpy_(f, ones({1, 2}).to(dev), 1), doctest::Contains("add_: shape [1, 2] cannot be added in place into [2]"), Error);
+  CHECK_THROWS_WITH_AS(kernels::scale_(b, 2), doctest::Contains("mul_: not defined for dtype bool"), Error);
+  CHECK_THROWS_WITH_AS(kernels::scatter_add({2}, 0, zeros({2}, kInt64).to(dev), b), doctest::Contains("scatter_add: not defined for dtype bool"), Error);
+  CHECK_THROWS_WITH_AS(kernels::col2im(ones({4, 4}, kBool).to(dev), {1, 1, 3, 3}, 2, 2, 1, 0), doctest::Contains("conv2d: not defined for dtype bool"), Error);
+  kernels::axpy_(f, from_vector<float>({1, 2}).to(dev), 0.5);
+  kernels::scale_(f, 4);
+  CHECK(to_vector<float>(f) == std::vector<float>{6, 8});  // (1 + 0.5·(1, 2)) · 4
 }
 
 TEST_CASE("copy_ casts and broadcasts into a strided destination") {

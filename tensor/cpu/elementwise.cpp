@@ -234,11 +234,7 @@ void fill_(const Tensor& dst, double value) {
   });
 }
 
-void axpy_(const Tensor& y, const Tensor& x, double alpha) {
-  AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
-  AMPGRAD_CHECK(y.dtype() != kBool, "add_: not defined for dtype bool");
-  AMPGRAD_CHECK(broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
-                "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
+void axpy_(const Tensor& y, const Tensor& x, double alpha) {  // arguments checked in tensor/kernels.cpp
   dispatch(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
@@ -250,7 +246,6 @@ void axpy_(const Tensor& y, const Tensor& x, double alpha) {
 }
 
 void scale_(const Tensor& y, double factor) {
-  AMPGRAD_CHECK(y.dtype() != kBool, "mul_: not defined for dtype bool");
   dispatch(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;

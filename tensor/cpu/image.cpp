@@ -55,7 +55,6 @@ Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) 
 // The adjoint of im2col: every column entry is added back to the pixel it was read from.
 Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   Tensor cols = contiguous_copy(cols_in);
-  AMPGRAD_CHECK(cols.dtype() != kBool, "conv2d: not defined for dtype bool");
   const int64_t N = x_shape[0], C = x_shape[1], H = x_shape[2], W = x_shape[3];
   const int64_t Ho = out_size(H, kh, s, p), Wo = out_size(W, kw, s, p);
   AMPGRAD_CHECK(cols.dim() == 2 && cols.shape()[0] == N * Ho * Wo && cols.shape()[1] == C * kh * kw,

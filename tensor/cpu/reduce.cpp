@@ -141,7 +141,6 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
   AMPGRAD_CHECK(!shape.empty(), "scatter_add: needs at least one dim");
-  AMPGRAD_CHECK(src.dtype() != kBool, "scatter_add: not defined for dtype bool");
   dim = normalize_dims("scatter_add", {dim}, (int64_t)shape.size())[0];
   AMPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(index.shape()) << " differ");
   Tensor out = zeros(shape, src.dtype()), sc = contiguous_copy(src);

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "tensor/cuda/runtime.h"
@@ -50,11 +51,24 @@ template <class T> using opmath_t = typename opmath<T>::type;
 
 // The store conversion. Half types round once, to nearest even, from float — also from double
 // and int64, which go through float first exactly as Eigen::half(x) does on the CPU, so both
-// backends produce the same bits. Everything else is a plain C++ conversion.
+// backends produce the same bits. A NaN becomes the sign plus the quiet NaN the CPU writes
+// (0x7E00 / 0x7FC0) where CUDA's intrinsics would give 0x7FFF. Everything else is a plain C++
+// conversion.
 template <class T, class A> __host__ __device__ inline T cast(A a) {
-  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(static_cast<float>(a));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(a));
-  else return static_cast<T>(a);
+  if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+    const float f = static_cast<float>(a);
+    if (f != f) {
+      unsigned int bits;
+      memcpy(&bits, &f, sizeof bits);
+      const unsigned short sign = (bits >> 16) & 0x8000;
+      if constexpr (std::is_same_v<T, __half>) return __ushort_as_half(sign | 0x7E00);
+      else return __ushort_as_bfloat16(sign | 0x7FC0);
+    }
+    if constexpr (std::is_same_v<T, __half>) return __float2half_rn(f);
+    else return __float2bfloat16_rn(f);
+  } else {
+    return static_cast<T>(a);
+  }
 }
 
 // The load conversion: a stored element into its opmath type (half -> float is exact).

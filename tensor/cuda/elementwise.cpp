@@ -52,10 +52,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 void fill_(const Tensor& dst, double value) { launch_fill(dst.dtype(), make_loop<1>("fill_", dst.shape(), {&dst}), value); }
 
-void axpy_(const Tensor& y, const Tensor& x, double alpha) {
-  AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
-  AMPGRAD_CHECK(cpu::broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
-                "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
+void axpy_(const Tensor& y, const Tensor& x, double alpha) {  // arguments checked in tensor/kernels.cpp
   launch_axpy(y.dtype(), make_loop<3>("add_", y.shape(), {&y, &y, &x}), alpha);
 }
 

@@ -161,7 +161,7 @@ void launch_fill(DType dtype, const Loop<1>& loop, double value) {
   });
 }
 
-// bool tensors are left unchanged by axpy_ and scale_, as on the CPU
+// bool never gets here: tensor/kernels.cpp refuses it for every backend
 void launch_axpy(DType dtype, const Loop<3>& loop, double alpha) {
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -33,7 +33,6 @@ Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t k
   const Shape cols_shape{g.N * g.Ho * g.Wo, g.C * kh * kw};
   AMPGRAD_CHECK(cols_in.shape() == cols_shape, "conv2d: columns of shape " << shape_str(cols_in.shape()) << " do not match image "
                                                   << shape_str(x_shape) << " (expected " << shape_str(cols_shape) << ")");
-  if (cols_in.dtype() == kBool) return zeros(x_shape, TensorOptions(kBool).device(cols_in.device()));  // as the CPU: bool adds nothing
   Tensor cols = contiguous(cols_in), x = empty_on(cols, x_shape, cols.dtype());
   launch_col2im(cols.dtype(), cols.raw_data(), x.raw_data(), g);
   return x;

@@ -70,7 +70,7 @@ void launch_im2col(DType dtype, const void* x, void* cols, const ImageGeometry& 
   });
 }
 
-// bool is never launched: image.cpp returns zeros for it, as the CPU does
+// bool never gets here: tensor/kernels.cpp refuses it for every backend
 void launch_col2im(DType dtype, const void* cols, void* x, const ImageGeometry& g) {
   const int64_t total = g.N * g.C * g.H * g.W;
   if (total == 0) return;

@@ -194,7 +194,7 @@ void launch_gather(DType dtype, const void* x, const int64_t* index, void* out, 
   });
 }
 
-// bool sources add nothing, as on the CPU: out stays zero
+// bool never gets here: tensor/kernels.cpp refuses it for every backend
 void launch_scatter_add(DType dtype, const void* src, const int64_t* index, void* out, const IndexGeometry& g) {
   if (g.numel == 0) return;
   dispatch(dtype, [&](auto tag) {
