@@ -3,6 +3,8 @@
 // the caching allocator, the GradScaler's fused kernels, the sync-free optimizer step, TF32's
 // default. Every case opens with SKIP_WITHOUT_GPU(): on a machine without a GPU each reports
 // itself skipped. The CPU backend is the reference: test_ops.cpp checks it against closed forms.
+// The numeric suites also run their own cases on CUDA (tests/devices.h); this file holds what
+// needs both devices at once.
 //
 // Adding an op: one row in op_table() — its name, input shapes and value range, the op as a
 // lambda, the longest float32 sum in its forward or backward (R) and the roundings an output
