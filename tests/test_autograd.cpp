@@ -1,39 +1,41 @@
 // test_autograd.cpp — the engine: accumulation, broadcasting, retain_graph, freed graphs,
-// no-grad regions, detach, deep graphs, in-place refusal, when a leaf adopts its gradient.
+// no-grad regions, detach, deep graphs, in-place refusal, when a leaf adopts its gradient. The
+// cases that compute gradients run on every device (devices.h).
 #include <doctest/doctest.h>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "devices.h"
 
 using namespace ampgrad;
 
 static std::vector<double> vec(const Tensor& t) { return to_vector<double>(t); }
 
-TEST_CASE("gradients accumulate across backward calls") {
-  Tensor x = from_vector<double>({1, 2, 3}).requires_grad_();
+DEVICE_TEST_CASE("gradients accumulate across backward calls") {
+  Tensor x = from_vector<double>({1, 2, 3}).to(dev).requires_grad_();
   (x * x).sum().backward();
   CHECK(vec(x.grad()) == std::vector<double>{2, 4, 6});
   (x * 3.0).sum().backward();
   CHECK(vec(x.grad()) == std::vector<double>{5, 7, 9});
 }
 
-TEST_CASE("a tensor used twice receives the sum of both paths") {
-  Tensor x = scalar_tensor(3.0, kFloat64).requires_grad_();
+DEVICE_TEST_CASE("a tensor used twice receives the sum of both paths") {
+  Tensor x = scalar_tensor(3.0, kFloat64).to(dev).requires_grad_();
   Tensor y = x * x + x;  // dy/dx = 2x + 1 = 7
   y.backward();
   CHECK(x.grad().item<double>() == 7.0);
 }
 
-TEST_CASE("broadcast inputs get gradients summed back to their shape") {
-  Tensor a = ones({2, 3}, kFloat64).requires_grad_();
-  Tensor b = from_vector<double>({1, 2, 3}).requires_grad_();
-  Tensor c = scalar_tensor(2.0, kFloat64).requires_grad_();
+DEVICE_TEST_CASE("broadcast inputs get gradients summed back to their shape") {
+  Tensor a = ones({2, 3}, kFloat64).to(dev).requires_grad_();
+  Tensor b = from_vector<double>({1, 2, 3}).to(dev).requires_grad_();
+  Tensor c = scalar_tensor(2.0, kFloat64).to(dev).requires_grad_();
   ((a * b) * c).sum().backward();
   CHECK(vec(b.grad()) == std::vector<double>{4, 4, 4});  // 2 rows x c
   CHECK(c.grad().item<double>() == 12.0);                 // sum(a*b) = 2*(1+2+3)
   CHECK(vec(a.grad()) == std::vector<double>{2, 4, 6, 2, 4, 6});
-  Tensor k = ones({2, 1}, kFloat64).requires_grad_();
-  (k * ones({2, 5}, kFloat64)).sum().backward();
+  Tensor k = ones({2, 1}, kFloat64).to(dev).requires_grad_();
+  (k * ones({2, 5}, kFloat64).to(dev)).sum().backward();
   CHECK(vec(k.grad()) == std::vector<double>{5, 5});
 }
 
@@ -105,8 +107,8 @@ TEST_CASE("in-place updates are refused where the graph could see them") {
   CHECK(to_vector<float>(w) == std::vector<float>{0.5f, 0.5f});
 }
 
-TEST_CASE("casts carry gradients back to the source dtype") {
-  Tensor w = from_vector<float>({1.5f, -2.f}).requires_grad_();
+DEVICE_TEST_CASE("casts carry gradients back to the source dtype") {
+  Tensor w = from_vector<float>({1.5f, -2.f}).to(dev).requires_grad_();
   Tensor y = (w.to(kFloat16) * 4.0).sum();
   CHECK(y.dtype() == kFloat16);
   y.backward();
@@ -114,14 +116,14 @@ TEST_CASE("casts carry gradients back to the source dtype") {
   CHECK(to_vector<float>(w.grad()) == std::vector<float>{4, 4});
 }
 
-TEST_CASE("inputs that need no gradient are skipped") {
-  Tensor x = ones({2, 2}).requires_grad_(), c = ones({2, 2});
+DEVICE_TEST_CASE("inputs that need no gradient are skipped") {
+  Tensor x = ones({2, 2}).to(dev).requires_grad_(), c = ones({2, 2}).to(dev);
   matmul(x, c).sum().backward();
   CHECK_FALSE(c.grad().defined());
   CHECK(to_vector<float>(x.grad()) == std::vector<float>{2, 2, 2, 2});
 }
 
-TEST_CASE("a leaf adopts a gradient nothing else sees, and copies one that is shared") {
+DEVICE_TEST_CASE("a leaf adopts a gradient nothing else sees, and copies one that is shared") {
   // An op whose backward returns the tensor given here; the test decides whether it keeps a handle.
   auto through = [](const Tensor& x, Tensor grad_to_return) {
     Tensor out = x.detach().clone();
@@ -130,24 +132,24 @@ TEST_CASE("a leaf adopts a gradient nothing else sees, and copies one that is sh
     });
     return out;
   };
-  Tensor x = zeros({3}).requires_grad_();
+  Tensor x = zeros({3}).to(dev).requires_grad_();
   {
-    Tensor fresh = from_vector<float>({1, 2, 3});
+    Tensor fresh = from_vector<float>({1, 2, 3}).to(dev);
     const void* where = fresh.raw_data();
     Tensor y = through(x, std::move(fresh));
-    y.backward(ones({3}));
+    y.backward(ones({3}).to(dev));
     CHECK(x.grad().raw_data() == where);  // adopted: no copy
   }
-  Tensor held = from_vector<float>({4, 5, 6});
-  Tensor z = zeros({3}).requires_grad_();
-  through(z, held).backward(ones({3}));
+  Tensor held = from_vector<float>({4, 5, 6}).to(dev);
+  Tensor z = zeros({3}).to(dev).requires_grad_();
+  through(z, held).backward(ones({3}).to(dev));
   CHECK(z.grad().raw_data() != held.raw_data());  // we still hold it: copied
   held.fill_(0);
   CHECK(to_vector<float>(z.grad()) == std::vector<float>{4, 5, 6});
 
   // add's backward hands one gradient to both inputs: each .grad must be its own
-  Tensor a = zeros({2}).requires_grad_(), b = zeros({2}).requires_grad_();
-  (a + b).backward(from_vector<float>({1, 2}));
+  Tensor a = zeros({2}).to(dev).requires_grad_(), b = zeros({2}).to(dev).requires_grad_();
+  (a + b).backward(from_vector<float>({1, 2}).to(dev));
   CHECK_FALSE(a.grad().shares_storage(b.grad()));
   a.grad().fill_(7);
   CHECK(to_vector<float>(b.grad()) == std::vector<float>{1, 2});
