@@ -14,9 +14,9 @@ static std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b) {
   return {autograd::cast(a, t), autograd::cast(b, t)};
 }
 
-Tensor scalar_like(double value, const Tensor& like) {
-  DType t = like.is_floating_point() ? like.dtype() : kFloat32;  // a Python float: int tensors become float32
-  return scalar_tensor(value, TensorOptions(t).device(like.device()));
+Tensor scalar_like(Scalar s, const Tensor& like) {
+  const DType t = like.is_floating_point() ? like.dtype() : s.integral ? kInt64 : kFloat32;
+  return scalar_tensor(s.value, TensorOptions(t).device(like.device()));
 }
 
 // ---- binary arithmetic: d(a+b) = (g, g); d(a-b) = (g, -g); d(ab) = (g b, g a); d(a/b) = (g/b, -g a/b²)
@@ -161,13 +161,13 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& x) { return neg(x); }
-Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
-Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
-Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, scalar_like(b, a)); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, scalar_like(b, a)); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, scalar_like(b, a)); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, scalar_like(b.value, a)); }  // as a float: true division
+Tensor operator+(Scalar a, const Tensor& b) { return add(scalar_like(a, b), b); }
+Tensor operator-(Scalar a, const Tensor& b) { return sub(scalar_like(a, b), b); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(scalar_like(a, b), b); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(scalar_like(a.value, b), b); }
 
 }  // namespace ampgrad

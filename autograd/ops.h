@@ -8,6 +8,7 @@
 //   loss.backward();
 #pragma once
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -42,22 +43,31 @@ Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 
-// A Python-float scalar: takes a floating tensor's dtype and turns an integer tensor float32
-// (for integer arithmetic, pass scalar_tensor(v, kInt64)).
-Tensor scalar_like(double value, const Tensor& like);
+// A number beside a tensor in an op (x * 2, 1.5 - x), as PyTorch's Scalar: it remembers whether
+// it was written as an integer, which decides the result type for an integer or bool tensor:
+// int64 for x * 2, float32 for x * 2.0. A floating tensor keeps its own dtype either way.
+struct Scalar {
+  double value;
+  bool integral;
+  template <class T>
+    requires(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+  Scalar(T v) : value(double(v)), integral(std::is_integral_v<T>) {}
+};
+// The scalar as a 0-d tensor on like's device, in the dtype the rule above gives.
+Tensor scalar_like(Scalar value, const Tensor& like);
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& x);
-Tensor operator+(const Tensor& a, double b);
-Tensor operator-(const Tensor& a, double b);
-Tensor operator*(const Tensor& a, double b);
-Tensor operator/(const Tensor& a, double b);
-Tensor operator+(double a, const Tensor& b);
-Tensor operator-(double a, const Tensor& b);
-Tensor operator*(double a, const Tensor& b);
-Tensor operator/(double a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);  // true division: x / 2 is float32 for an int64 x
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
 
 // ---- reductions (empty dims = all dims) ----
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);

@@ -44,6 +44,20 @@ TEST_CASE("type promotion follows PyTorch") {
   CHECK((ones({2}, kInt64) * 2.5).dtype() == kFloat32);
   CHECK((ones({2}, kInt64) + scalar_tensor(2, kInt64)).dtype() == kInt64);
   CHECK((a * 3.0).dtype() == kFloat16);  // a scalar does not widen a tensor
+  CHECK((a * 3).dtype() == kFloat16);
+  // An integer scalar keeps integer arithmetic, a floating one makes it float32, as
+  // torch.ones(2, dtype=torch.int64) * 2 -> tensor([2, 2]) and * 2.0 -> tensor([2., 2.]).
+  Tensor i = from_vector<int64_t>({1, 4});
+  CHECK((i * 2).dtype() == kInt64);
+  CHECK(to_vector<int64_t>(i * 2) == std::vector<int64_t>{2, 8});
+  CHECK(to_vector<int64_t>(3 - i) == std::vector<int64_t>{2, -1});
+  CHECK(to_vector<int64_t>(i + (int64_t(1) << 40)) == std::vector<int64_t>{(int64_t(1) << 40) + 1, (int64_t(1) << 40) + 4});
+  CHECK((i * 2.0).dtype() == kFloat32);
+  CHECK((i / 2).dtype() == kFloat32);  // true division, as Python's /: tensor([0.5, 2.0])
+  CHECK(to_vector<float>(i / 2) == std::vector<float>{0.5f, 2.f});
+  CHECK(to_vector<float>(2 / i) == std::vector<float>{2.f, 0.5f});
+  CHECK((ones({2}, kBool) + 1).dtype() == kInt64);  // torch: tensor([2, 2])
+  CHECK((ones({2}, kBool) * 0.5).dtype() == kFloat32);
 }
 
 DEVICE_TEST_CASE("float16 rounding is IEEE round-to-nearest-even") {
