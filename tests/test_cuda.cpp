@@ -245,6 +245,8 @@ TEST_CASE("host <-> device copies keep every dtype's bits, contiguous and stride
     Tensor to_host = empty({6, 4}, TensorOptions(dtype));
     to_host.copy_(finite.to(gpu).t());  // device strided -> host
     CHECK(bytes(to_host) == bytes(finite.t().contiguous()));
+    // A strided copy within one dtype on the device moves elements: any bits survive.
+    CHECK(bytes(dev.t().contiguous()) == bytes(host.t().contiguous()));
   }
   // A cast during the copy rounds as the CPU does (to nearest even), ties and overflow included;
   // a NaN keeps its sign and becomes the CPU's quiet NaN.

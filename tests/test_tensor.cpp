@@ -225,6 +225,13 @@ TEST_CASE("copy_ casts and broadcasts into a strided destination") {
     dst.t().copy_(from_vector<double>({1, 2, 3}, {1, 3}));
   }
   CHECK(to_vector<float>(dst) == std::vector<float>{1, 1, 2, 2, 3, 3});
+  // A copy within one dtype moves elements unchanged: a float16 NaN keeps its payload (0x7E09),
+  // contiguous or strided, where a round trip through float32 would make it 0x7E00.
+  const uint16_t payload_nan = 0x7E09;
+  Tensor h = full({2, 3}, 1.0, kFloat16);
+  std::memcpy(static_cast<char*>(h.raw_data()) + 4 * sizeof(half), &payload_nan, 2);
+  CHECK(bits(to_vector<half>(h)[4]) == payload_nan);
+  CHECK(bits(to_vector<half>(h.t().contiguous())[3]) == payload_nan);  // (1, 1) of h is (1, 1) of hᵀ: index 1·2 + 1
 }
 
 TEST_CASE("vectorised and scalar casts round identically") {
@@ -232,6 +239,13 @@ TEST_CASE("vectorised and scalar casts round identically") {
   // agree bit for bit on ordinary values, ties, subnormals, overflow and NaN.
   manual_seed(9);
   std::vector<float> v = to_vector<float>(randn({4096}) * 1000.0);
+  // NaNs first, so that they land in a vector chunk: the default NaN of each sign, and NaNs
+  // with payloads (quiet, signalling), which F16C alone would carry into float16's mantissa.
+  for (uint32_t nan_bits : {0x7FC00000u, 0xFFC00000u, 0x7FC12345u, 0xFF800001u}) {
+    float f;
+    std::memcpy(&f, &nan_bits, 4);
+    v.push_back(f);
+  }
   for (float s : {65504.f, 65520.f, 1e6f, std::ldexp(1.f, -25), 3 * std::ldexp(1.f, -26), 1 + std::ldexp(1.f, -11),
                   1 + std::ldexp(1.f, -8), 3.3895314e38f, 1e-40f, -0.f, INFINITY, -INFINITY})
     v.push_back(s);
@@ -243,7 +257,10 @@ TEST_CASE("vectorised and scalar casts round identically") {
     REQUIRE(bits(b[i]) == bits(round_to<bfloat16>(v[i])));
   }
   std::vector<float> back = to_vector<float>(t.to(kFloat16).to(kFloat32));
-  for (size_t i = 0; i < v.size(); ++i) REQUIRE(back[i] == float(h[i]));  // widening is exact
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float widened = float(h[i]);
+    REQUIRE(std::memcmp(&back[i], &widened, 4) == 0);  // widening is exact, NaNs included
+  }
 }
 
 TEST_CASE("the CPU allocator hands a freed large block back for the same size") {

@@ -210,8 +210,12 @@ void copy_(const Tensor& dst, const Tensor& src) {
     dispatch(src.dtype(), [&](auto stag) {
       using S = typename decltype(stag)::type;
       if (contiguous_pair && convert_contiguous((D*)dst.raw_data(), (const S*)src.raw_data(), dst.numel())) return;
-      // through the wider math type: half -> float -> half keeps the bits; float -> half rounds once
-      map_into<D, S>(dst, src, [](S v) { return static_cast<D>(static_cast<opmath_t<S>>(v)); });
+      // One dtype: the elements as they are, every bit kept (NaN payloads too). Else through the
+      // wider math type, so that float -> half rounds once.
+      map_into<D, S>(dst, src, [](S v) {
+        if constexpr (std::is_same_v<D, S>) return v;
+        else return static_cast<D>(static_cast<opmath_t<S>>(v));
+      });
     });
   });
 }

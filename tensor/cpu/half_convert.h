@@ -47,8 +47,16 @@ inline void half_to_float(float* dst, const half* src, int64_t n) {
 inline void float_to_half(half* dst, const float* src, int64_t n) {
   int64_t i = 0;
 #if defined(__F16C__) && defined(__AVX__)
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(src + i);
+    // F16C carries a NaN's payload into the half; the scalar conversion (and CUDA's store)
+    // writes the sign and one quiet NaN. The rare chunk holding a NaN takes the scalar path.
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+      for (int64_t k = i; k < i + 8; ++k) dst[k] = half(src[k]);
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
 #endif
   for (; i < n; ++i) dst[i] = half(src[i]);
 }
