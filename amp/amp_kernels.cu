@@ -3,16 +3,17 @@
 // of amp_kernels.cpp cover their arithmetic. Kernels first, then launchers.
 #include "amp/amp_kernels_cuda.h"
 #include "amp/scale_math.h"
-#include "tensor/cuda/multi_tensor.cuh"
+#include "tensor/cuda/multi_tensor.h"
+#include "tensor/cuda/runtime.h"
 
 namespace ampgrad::cuda {
 
-// One block per chunk of one gradient (multi_tensor.cuh). inv_scale is read here, on the device,
+// One block per chunk of one gradient (multi_tensor.h). inv_scale is read here, on the device,
 // so the host never learns the scale; one thread per block that saw a non-finite value writes
 // the flag (several blocks may write the same 1, which is harmless).
 __global__ void non_finite_check_and_unscale_kernel(const __grid_constant__ TensorPack<GradSpan> pack, float* found_inf,
                                                     const float* inv_scale) {
-  const BlockChunk chunk = block_chunk(pack);
+  const BlockChunk chunk = chunk_at(pack, blockIdx.x);
   float* g = pack.items[chunk.item].data;
   const float inv = *inv_scale;
   bool non_finite = false;

@@ -13,7 +13,7 @@ struct GradSpan {  // one contiguous float32 gradient
 };
 
 // Every grads[i].data[0, numel) *= *inv_scale; *found_inf = 1 if any value is inf or NaN. One
-// launch per ~150 gradients, their pointers passed by value (tensor/cuda/multi_tensor.cuh).
+// launch per ~150 gradients, their pointers passed by value (tensor/cuda/multi_tensor.h).
 void amp_non_finite_check_and_unscale_(const std::vector<GradSpan>& grads, float* found_inf, const float* inv_scale);
 
 // amp::update_scale (scale_math.h) on the device, by one thread.

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tensor/scalar_math.h"
+#include "tensor/host_device.h"
 
 namespace ampgrad::amp {
 

@@ -104,7 +104,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
   AMPGRAD_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "conv2d: bias of shape " << shape_str(b.shape()) << " does not match weight " << shape_str(w.shape()));
   const int64_t N = x.size(0), Cout = w.size(0), kh = w.size(2), kw = w.size(3);
   Tensor cols = kernels::im2col(x, kh, kw, stride, pad);
-  const int64_t Ho = (x.size(2) + 2 * pad - kh) / stride + 1, Wo = (x.size(3) + 2 * pad - kw) / stride + 1;
+  const int64_t Ho = kernels::window_out_size(x.size(2), kh, stride, pad), Wo = kernels::window_out_size(x.size(3), kw, stride, pad);
   Tensor w2 = w.detach().reshape({Cout, -1});
   Tensor out2 = kernels::bmm(cols, w2.t());  // (N·Ho·Wo, Cout)
   if (b.defined()) kernels::axpy_(out2, b, 1.0);

@@ -2,7 +2,8 @@
 // the per-element rules of update.h that the CPU loops (sgd.cpp, adam.cpp) call too. Kernels
 // first, then launchers. Leaves out amsgrad and foreach-style variants without fusion.
 #include "optim/fused.h"
-#include "tensor/cuda/multi_tensor.cuh"
+#include "tensor/cuda/multi_tensor.h"
+#include "tensor/cuda/runtime.h"
 
 namespace ampgrad::cuda {
 using optim::FusedParam;
@@ -17,7 +18,7 @@ __global__ void count_steps_kernel(const __grid_constant__ TensorPack<FusedParam
 
 __global__ void sgd_kernel(const __grid_constant__ TensorPack<FusedParam> pack, optim::SGDScalars s, const float* found_inf) {
   if (found_inf && *found_inf != 0.f) return;
-  const BlockChunk chunk = block_chunk(pack);
+  const BlockChunk chunk = chunk_at(pack, blockIdx.x);
   const FusedParam& p = pack.items[chunk.item];
   s.first_step = *p.step == 1;
   float* momentum_buffer = p.buffer[0];  // null without momentum
@@ -27,7 +28,7 @@ __global__ void sgd_kernel(const __grid_constant__ TensorPack<FusedParam> pack, 
 
 __global__ void adam_kernel(const __grid_constant__ TensorPack<FusedParam> pack, optim::AdamHyperparams h, const float* found_inf) {
   if (found_inf && *found_inf != 0.f) return;
-  const BlockChunk chunk = block_chunk(pack);
+  const BlockChunk chunk = chunk_at(pack, blockIdx.x);
   const FusedParam& p = pack.items[chunk.item];
   const optim::AdamScalars s = optim::adam_scalars(h, *p.step);  // in double, as on the CPU: once per thread
   float *exp_avg = p.buffer[0], *exp_avg_sq = p.buffer[1];

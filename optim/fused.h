@@ -1,5 +1,5 @@
 // fused.h — the optimizers' fused CUDA steps (optim/fused.cu): every parameter in
-// one launch (per ~68 parameters, tensor/cuda/multi_tensor.cuh), on raw device pointers so nvcc
+// one launch (per ~68 parameters, tensor/cuda/multi_tensor.h), on raw device pointers so nvcc
 // never sees a Tensor; Optimizer (optimizer.cpp) gathers them. Each step first counts itself in
 // every parameter's device step counter, then updates, and does neither when *found_inf != 0:
 // the GradScaler's verdict is read on the device, so the host never waits for it.

@@ -3,9 +3,12 @@
 # configure and build for sm_90, the whole ctest suite (CPU and CUDA cases), MNIST on CUDA in
 # float32, float16 + GradScaler and bfloat16, then the speed of one training step of a
 # 4 x 4096 MLP at batch 2048 in each precision, beside PyTorch's when torch is installed.
-# Prints each stage's wall time; a failing stage is reported and the later ones still run. The
-# logs (ctest's, both benchmarks', the stage table) go to $OUT/gpu-check when the device tool
-# sets OUT, so they come back; else to the build folder.
+# Prints each stage's wall time; a failing stage is reported and the later ones still run, and
+# each stage after the build has a time limit (exit 124 in the table), so a kernel that hangs
+# costs minutes, not the machine's whole lease. The logs (ctest's, both benchmarks', the stage
+# table) go to $OUT/gpu-check when the device tool sets OUT, so they come back; else to the
+# build folder.
+# After failed tests, their suites run again under compute-sanitizer (memcheck.log).
 # The GPU machine reaches no package registry: stage the build's libraries here with
 # scripts/gpu-deps.sh and the MNIST data with scripts/get-data.sh, then carry both folders.
 #
@@ -38,7 +41,7 @@ timed() {
 }
 
 run_ctest() {
-  (cd "$build" && ctest --output-on-failure -j"$jobs" 2>&1) | tee "$log/ctest.log"
+  (cd "$build" && ctest --output-on-failure --timeout 120 -j"$jobs" 2>&1) | tee "$log/ctest.log"
   local rc=${PIPESTATUS[0]}
   # With a GPU present, a skipped CUDA case means the tests did not see it: that is a failure.
   if grep -qE "(test_cuda:|\(cuda\) ).*Skipped" "$log/ctest.log"; then
@@ -48,12 +51,29 @@ run_ctest() {
   return "$rc"
 }
 
+# After a failed ctest: the suites with failing cases again, CUDA cases only, under
+# compute-sanitizer's memcheck, which names the kernel and the bad access a failure may come
+# from (an illegal address poisons the whole process, so later cases fail with it). This run's
+# log is the evidence; its exit status says nothing more than ctest's did.
+memcheck() {
+  if ! command -v compute-sanitizer >/dev/null; then
+    echo "no compute-sanitizer on this machine"
+    return 77
+  fi
+  local suites
+  suites=$(sed -n '/tests FAILED:/,$p' "$log/ctest.log" | grep -oE 'test_[a-z_]+:' | tr -d ':' | sort -u | head -3)
+  for suite in $suites; do
+    echo "--- $suite"
+    timeout 120 compute-sanitizer --tool memcheck --print-limit 20 "$build/tests/$suite" --test-case-exclude='*(cpu)' || true
+  done 2>&1 | tee "$log/memcheck.log"
+}
+
 mnist() {  # mnist AMP: two epochs of the MLP on the GPU
   if [ ! -d data-cache/mnist ]; then
     echo "no data-cache/mnist here (scripts/get-data.sh, then carry data-cache)"
     return 77
   fi
-  "$build/examples/mnist" --device cuda --amp "$1" --epochs 2
+  timeout 180 "$build/examples/mnist" --device cuda --amp "$1" --epochs 2
 }
 
 benchmark() {
@@ -61,10 +81,12 @@ benchmark() {
     echo "bench/gpu_step was not built (bench/ is configured only where Google Benchmark is installed)"
     return 1
   fi
-  "$build/bench/gpu_step" | tee "$log/ampgrad.txt" || return 1
+  timeout 180 "$build/bench/gpu_step" | tee "$log/ampgrad.txt"
+  local rc=${PIPESTATUS[0]}
+  ((rc == 0)) || return "$rc"
   : >"$log/torch.txt"
   if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    python3 bench/torch_gpu_step.py | tee "$log/torch.txt"
+    timeout 300 python3 bench/torch_gpu_step.py | tee "$log/torch.txt"
   else
     echo "PyTorch with CUDA is not installed: ampgrad alone"
   fi
@@ -96,6 +118,7 @@ timed "configure (sm_90)" cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD
 timed "build (-j$jobs)" cmake --build "$build" -j"$jobs"
 if ((${#failed[@]} == 0)); then
   timed "ctest (CPU + CUDA)" run_ctest
+  if grep -q "tests FAILED:" "$log/ctest.log"; then timed "memcheck of failing suites" memcheck; fi
   timed "mnist cuda fp32" mnist off
   timed "mnist cuda fp16 + scaler" mnist fp16
   timed "mnist cuda bf16" mnist bf16

@@ -18,4 +18,8 @@ namespace ampgrad::kernels {
 
 #include "tensor/primitives.inc"
 
+// The output length of a k-wide window sliding with `stride` over `in` padded by `pad` on each
+// side: Ho and Wo of im2col and max_pool2d on every backend, and of conv2d.
+inline int64_t window_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) { return (in + 2 * pad - k) / stride + 1; }
+
 }  // namespace ampgrad::kernels

@@ -4,11 +4,7 @@
 #pragma once
 #include <cmath>
 
-#ifdef __CUDACC__
-#define AMPGRAD_HD __host__ __device__
-#else
-#define AMPGRAD_HD
-#endif
+#include "tensor/host_device.h"
 
 namespace ampgrad::math {
 
@@ -29,5 +25,9 @@ template <class A> AMPGRAD_HD inline A gelu_grad(A x) {
   A pdf = exp(A(-0.5) * x * x) * A(0.39894228040143267794);
   return cdf + x * pdf;
 }
+
+// max_pool2d's rule for v taking a window's lead from best: a NaN wins (the first one), then a
+// larger value; a tie keeps the earlier element, so both backends return the same index.
+template <class A> AMPGRAD_HD inline bool pool_beats(A v, A best) { return v > best || (v != v && best == best); }
 
 }  // namespace ampgrad::math

@@ -6,11 +6,11 @@
 
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
+#include "tensor/scalar_math.h"
 
 namespace ampgrad::cpu {
 using namespace ampgrad::kernels;
 
-static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) { return (in + 2 * pad - k) / stride + 1; }
 
 static Tensor contiguous4d(const char* op, const Tensor& x) {
   AMPGRAD_CHECK(x.dim() == 4, op << ": expected an (N, C, H, W) tensor, got shape " << shape_str(x.shape()));
@@ -21,7 +21,7 @@ static Tensor contiguous4d(const char* op, const Tensor& x) {
 Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   Tensor x = contiguous4d("conv2d", x_in);
   const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
-  const int64_t Ho = out_size(H, kh, s, p), Wo = out_size(W, kw, s, p);
+  const int64_t Ho = kernels::window_out_size(H, kh, s, p), Wo = kernels::window_out_size(W, kw, s, p);
   AMPGRAD_CHECK(Ho > 0 && Wo > 0, "conv2d: kernel " << kh << "x" << kw << " does not fit input " << shape_str(x.shape()) << " with padding " << p);
   Tensor cols = empty({N * Ho * Wo, C * kh * kw}, x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
@@ -56,7 +56,7 @@ Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) 
 Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   Tensor cols = contiguous_copy(cols_in);
   const int64_t N = x_shape[0], C = x_shape[1], H = x_shape[2], W = x_shape[3];
-  const int64_t Ho = out_size(H, kh, s, p), Wo = out_size(W, kw, s, p);
+  const int64_t Ho = kernels::window_out_size(H, kh, s, p), Wo = kernels::window_out_size(W, kw, s, p);
   AMPGRAD_CHECK(cols.dim() == 2 && cols.shape()[0] == N * Ho * Wo && cols.shape()[1] == C * kh * kw,
                 "conv2d: columns of shape " << shape_str(cols.shape()) << " do not match image " << shape_str(x_shape));
   Tensor x = zeros(x_shape, cols.dtype());
@@ -91,7 +91,7 @@ Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t k
 std::pair<Tensor, Tensor> max_pool2d(const Tensor& x_in, int64_t k, int64_t s) {
   Tensor x = contiguous4d("max_pool2d", x_in);
   const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
-  const int64_t Ho = out_size(H, k, s, 0), Wo = out_size(W, k, s, 0);
+  const int64_t Ho = kernels::window_out_size(H, k, s, 0), Wo = kernels::window_out_size(W, k, s, 0);
   AMPGRAD_CHECK(Ho > 0 && Wo > 0, "max_pool2d: kernel " << k << " does not fit input " << shape_str(x.shape()));
   Tensor out = empty({N, C, Ho, Wo}, x.dtype()), idx = empty({N, C, Ho, Wo}, kInt64);
   int64_t* ip = idx.data_ptr<int64_t>();
@@ -109,7 +109,7 @@ std::pair<Tensor, Tensor> max_pool2d(const Tensor& x_in, int64_t k, int64_t s) {
             for (int64_t j = 0; j < k; ++j) {
               int64_t pos = (oh * s + i) * W + ow * s + j;
               A v = A(xp[nc * H * W + pos]), b = A(xp[nc * H * W + best]);
-              if (v > b || (v != v && b == b)) best = pos;  // NaN propagates
+              if (math::pool_beats(v, b)) best = pos;
             }
           int64_t o = (nc * Ho + oh) * Wo + ow;
           op[o] = xp[nc * H * W + best];

@@ -4,21 +4,14 @@
 
 namespace ampgrad::cuda {
 
-static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) { return (in + 2 * pad - k) / stride + 1; }
-
 static Tensor contiguous4d(const char* op, const Tensor& x) {
   AMPGRAD_CHECK(x.dim() == 4, op << ": expected an (N, C, H, W) tensor, got shape " << shape_str(x.shape()));
   return contiguous(x);
 }
 
-static ImageGeometry geometry(const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
-  const int64_t H = x_shape[2], W = x_shape[3];
-  return {x_shape[0], x_shape[1], H, W, out_size(H, kh, s, p), out_size(W, kw, s, p), kh, kw, s, p};
-}
-
 Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   Tensor x = contiguous4d("conv2d", x_in);
-  const ImageGeometry g = geometry(x.shape(), kh, kw, s, p);
+  const ImageGeometry g = image_geometry(x.shape(), kh, kw, s, p);
   AMPGRAD_CHECK(g.Ho > 0 && g.Wo > 0, "conv2d: kernel " << kh << "x" << kw << " does not fit input " << shape_str(x.shape()) << " with padding " << p);
   Tensor cols = empty_on(x, {g.N * g.Ho * g.Wo, g.C * kh * kw}, x.dtype());
   launch_im2col(x.dtype(), x.raw_data(), cols.raw_data(), g);
@@ -29,7 +22,7 @@ Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) 
 // device, so its shape is checked against x_shape.
 Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   AMPGRAD_CHECK(x_shape.size() == 4, "conv2d: expected an (N, C, H, W) tensor, got shape " << shape_str(x_shape));
-  const ImageGeometry g = geometry(x_shape, kh, kw, s, p);
+  const ImageGeometry g = image_geometry(x_shape, kh, kw, s, p);
   const Shape cols_shape{g.N * g.Ho * g.Wo, g.C * kh * kw};
   AMPGRAD_CHECK(cols_in.shape() == cols_shape, "conv2d: columns of shape " << shape_str(cols_in.shape()) << " do not match image "
                                                   << shape_str(x_shape) << " (expected " << shape_str(cols_shape) << ")");
@@ -40,7 +33,7 @@ Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t k
 
 std::pair<Tensor, Tensor> max_pool2d(const Tensor& x_in, int64_t k, int64_t s) {
   Tensor x = contiguous4d("max_pool2d", x_in);
-  const ImageGeometry g = geometry(x.shape(), k, k, s, 0);
+  const ImageGeometry g = image_geometry(x.shape(), k, k, s, 0);
   AMPGRAD_CHECK(g.Ho > 0 && g.Wo > 0, "max_pool2d: kernel " << k << " does not fit input " << shape_str(x.shape()));
   Tensor out = empty_on(x, {g.N, g.C, g.Ho, g.Wo}, x.dtype()), idx = empty_on(x, {g.N, g.C, g.Ho, g.Wo}, kInt64);
   launch_max_pool2d(x.dtype(), x.raw_data(), out.raw_data(), idx.data_ptr<int64_t>(), g);

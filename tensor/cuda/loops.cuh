@@ -1,6 +1,7 @@
 // loops.cuh — the CUDA backend's two loop shapes: a grid-stride loop over the elements of a
 // Loop<N> (every elementwise kernel, the twin of tensor/cpu/loops.h's for_each_run), and a block
-// reduction (sums, max, softmax). Indices are 64-bit throughout. Kernels first, then launchers.
+// reduction (sums, max, softmax). Where an element sits is indexing.h's business. Kernels first,
+// then launchers.
 //
 //   map_into<float, __half>(loop, Identity{});   // loop = make_loop<2>(...) on the C++ side
 #pragma once
@@ -8,7 +9,7 @@
 #include <cstdint>
 
 #include "tensor/cuda/dispatch.cuh"
-#include "tensor/cuda/launch.h"
+#include "tensor/cuda/indexing.h"
 
 namespace ampgrad::cuda {
 
@@ -19,26 +20,6 @@ inline constexpr int64_t kMaxBlocks = 1 << 16;  // beyond this a grid-stride loo
 // Blocks for a grid-stride loop over n items, `per_block` items per block per step.
 inline unsigned grid_for(int64_t n, int64_t per_block = kThreads) {
   return (unsigned)std::min((n + per_block - 1) / per_block, kMaxBlocks);
-}
-
-// Adds to off[k] the offset of linear position i (row-major over loop.shape) in operand k,
-// dividing in Index: the position's coordinates come from one % and one / per dimension.
-template <class Index, int N> __device__ inline void add_offsets(const Loop<N>& loop, Index i, int64_t (&off)[N]) {
-  for (int d = loop.ndim - 1; d >= 0; --d) {
-    const Index size = Index(loop.shape[d]), c = i % size;
-    i /= size;
-    for (int k = 0; k < N; ++k) off[k] += int64_t(c) * loop.strides[k][d];
-  }
-}
-
-// Element offsets of linear position i in each operand. 64-bit division is emulated in dozens
-// of instructions, so a loop of fewer than 2^32 elements (all of them in practice) divides in
-// 32 bits; numel is the same for every thread, so the branch never diverges.
-template <int N> __device__ inline void loop_offsets(const Loop<N>& loop, int64_t i, int64_t (&off)[N]) {
-  for (int k = 0; k < N; ++k) off[k] = loop.contiguous ? i : 0;
-  if (loop.contiguous) return;
-  if (loop.numel <= int64_t(UINT32_MAX)) add_offsets<uint32_t>(loop, uint32_t(i), off);
-  else add_offsets<int64_t>(loop, i, off);
 }
 
 // f(data, offsets) for every element; f does the typed loads and the store.

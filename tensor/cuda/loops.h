@@ -1,6 +1,7 @@
-// loops.h — the C++ side's helpers for CUDA kernels: a Loop<N> (launch.h) describing tensors of
-// any geometry, and allocation on a tensor's device. Compiled by g++ only (it sees Tensor); the
-// kernels that walk a Loop are in loops.cuh.
+// loops.h — the C++ side's helpers for CUDA kernels: the launch geometries of launch.h built
+// from tensors (a Loop<N> over tensors of any strides, an image's, an index's), and allocation
+// on a tensor's device. Compiled by g++ only (it sees Tensor); what each kernel thread makes of
+// a geometry is indexing.h's, and tests/test_cuda_indexing.cpp checks the two together on the CPU.
 //
 //   Tensor out = empty_on(x, x.shape(), x.dtype());
 //   launch_unary(op, x.dtype(), make_loop<2>(unary_name(op), out.shape(), {&out, &x}));
@@ -59,6 +60,33 @@ template <int N> Loop<N> make_loop(const char* op, const Shape& shape, std::arra
     for (int k = 0; k < N; ++k) loop.contiguous = loop.contiguous && loop.strides[k][0] == 1;
   }
   return loop;
+}
+
+// x (N, C, H, W) under a kh x kw window with stride s and padding p.
+inline ImageGeometry image_geometry(const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
+  const int64_t H = x_shape[2], W = x_shape[3];
+  return {x_shape[0], x_shape[1], H, W, kernels::window_out_size(H, kh, s, p), kernels::window_out_size(W, kw, s, p), kh, kw, s, p};
+}
+
+// An int64 index addressing a contiguous tensor of `shape` along `dim`, with the checks (and
+// messages) of the CPU's walk_index. Index values are checked in the kernel, where they are.
+inline IndexGeometry index_geometry(const char* op, const Shape& shape, int64_t dim, const Tensor& index) {
+  AMPGRAD_CHECK(index.dtype() == kInt64, op << ": index must be int64, got " << dtype_name(index.dtype()));
+  AMPGRAD_CHECK(index.dim() == (int64_t)shape.size(), op << ": index of shape " << shape_str(index.shape()) << " must have the rank of " << shape_str(shape));
+  AMPGRAD_CHECK(index.dim() <= kMaxDims, op << ": CUDA kernels index at most " << kMaxDims << " dims, got shape " << shape_str(shape));
+  IndexGeometry g{};
+  g.ndim = (int)index.dim();
+  g.dim = (int)dim;
+  g.numel = index.numel();
+  g.dim_size = shape.empty() ? 1 : shape[dim];
+  const Shape strides = contiguous_strides(shape);
+  for (int d = 0; d < g.ndim; ++d) {
+    AMPGRAD_CHECK(d == dim || index.shape()[d] <= shape[d], op << ": index of shape " << shape_str(index.shape())
+                                                               << " is larger than " << shape_str(shape) << " outside dim " << dim);
+    g.index_shape[d] = index.shape()[d];
+    g.strides[d] = strides[d];
+  }
+  return g;
 }
 
 }  // namespace ampgrad::cuda

@@ -39,27 +39,6 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bo
   return {values, indices};
 }
 
-// The checks of the CPU's walk_index (the same messages), and the geometry for reduce.cu. Index values are
-// checked in the kernel, where they are.
-static IndexGeometry index_geometry(const char* op, const Shape& shape, int64_t dim, const Tensor& index) {
-  AMPGRAD_CHECK(index.dtype() == kInt64, op << ": index must be int64, got " << dtype_name(index.dtype()));
-  AMPGRAD_CHECK(index.dim() == (int64_t)shape.size(), op << ": index of shape " << shape_str(index.shape()) << " must have the rank of " << shape_str(shape));
-  AMPGRAD_CHECK(index.dim() <= kMaxDims, op << ": CUDA kernels index at most " << kMaxDims << " dims, got shape " << shape_str(shape));
-  IndexGeometry g{};
-  g.ndim = (int)index.dim();
-  g.dim = (int)dim;
-  g.numel = index.numel();
-  g.dim_size = shape.empty() ? 1 : shape[dim];
-  const Shape strides = contiguous_strides(shape);
-  for (int d = 0; d < g.ndim; ++d) {
-    AMPGRAD_CHECK(d == dim || index.shape()[d] <= shape[d], op << ": index of shape " << shape_str(index.shape())
-                                                               << " is larger than " << shape_str(shape) << " outside dim " << dim);
-    g.index_shape[d] = index.shape()[d];
-    g.strides[d] = strides[d];
-  }
-  return g;
-}
-
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   AMPGRAD_CHECK(x.dim() > 0, "gather: needs at least one dim");
   dim = cpu::normalize_dims("gather", {dim}, x.dim())[0];

@@ -98,23 +98,17 @@ __global__ void __launch_bounds__(kMaxRowThreads) max_rows_kernel(const T* x, T*
 // Position in the contiguous full tensor named by element k of the index (holding i).
 // Out-of-range indices cannot raise an error from a kernel: like PyTorch's device-side assert,
 // they print the CPU backend's message and abort the kernel, which fails the next CUDA call.
-__device__ int64_t indexed_position(const char* op, const IndexGeometry& g, int64_t k, int64_t i) {
+__device__ int64_t checked_position(const char* op, const IndexGeometry& g, int64_t k, int64_t i) {
   if (i < 0 || i >= g.dim_size) {
     printf("%s: index %lld is out of bounds for dim %d of size %lld\n", op, (long long)i, g.dim, (long long)g.dim_size);
     __trap();
   }
-  int64_t pos = 0;
-  for (int d = g.ndim - 1; d >= 0; --d) {
-    const int64_t c = k % g.index_shape[d];
-    k /= g.index_shape[d];
-    pos += (d == g.dim ? i : c) * g.strides[d];
-  }
-  return pos;
+  return fits_32bit(g.numel) ? indexed_position(g, uint32_t(k), i) : indexed_position(g, k, i);
 }
 
 template <class T> __global__ void gather_kernel(const T* x, const int64_t* index, T* out, IndexGeometry g) {
   for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < g.numel; k += (int64_t)gridDim.x * blockDim.x)
-    out[k] = x[indexed_position("gather", g, k, index[k])];
+    out[k] = x[checked_position("gather", g, k, index[k])];
 }
 
 // Adding into out with atomics: several index entries may name one position. float and double
@@ -125,7 +119,7 @@ __device__ void atomic_add(int64_t* p, int64_t v) { atomicAdd((unsigned long lon
 
 template <class T> __global__ void scatter_add_kernel(const T* src, const int64_t* index, T* out, IndexGeometry g) {
   for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < g.numel; k += (int64_t)gridDim.x * blockDim.x)
-    atomic_add(&out[indexed_position("scatter_add", g, k, index[k])], src[k]);
+    atomic_add(&out[checked_position("scatter_add", g, k, index[k])], src[k]);
 }
 
 // ---- launchers ----

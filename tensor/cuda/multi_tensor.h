@@ -1,4 +1,4 @@
-// multi_tensor.cuh — one kernel launch over a whole list of tensors, for the GradScaler's unscale
+// multi_tensor.h — one kernel launch over a whole list of tensors, for the GradScaler's unscale
 // (amp/amp_kernels.cu) and the fused optimizer steps (optim/*.cu): PyTorch's multi_tensor_apply,
 // simplified. Leaves out vectorised loads and mixed dtypes (all float32 here).
 //
@@ -13,13 +13,13 @@
 //     AMPGRAD_CUDA_CHECK(cudaGetLastError());
 //   });
 //   // in my_kernel(const __grid_constant__ TensorPack<Item> pack, ...):
-//   const BlockChunk c = block_chunk(pack);
+//   const BlockChunk c = chunk_at(pack, blockIdx.x);
 //   for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) ... pack.items[c.item] ...
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "tensor/cuda/runtime.h"
+#include "tensor/host_device.h"
 
 namespace ampgrad::cuda {
 
@@ -61,11 +61,11 @@ struct BlockChunk {
   int64_t begin, end;
 };
 
-// A binary search for the last item whose chunks start at or before this block (empty items
-// own no blocks and are stepped over). The pack must be a __grid_constant__ kernel parameter,
-// so indexing it reads parameter memory in place instead of copying 4 KB per thread.
-template <class Item> __device__ __forceinline__ BlockChunk block_chunk(const TensorPack<Item>& pack) {
-  const int64_t block = blockIdx.x;
+// The chunk of block `block` (blockIdx.x in a kernel; the CPU tests call it too): a binary
+// search for the last item whose chunks start at or before it (empty items own no blocks and
+// are stepped over). In a kernel the pack must be a __grid_constant__ parameter, so indexing it
+// reads parameter memory in place instead of copying 4 KB per thread.
+template <class Item> AMPGRAD_HD inline BlockChunk chunk_at(const TensorPack<Item>& pack, int64_t block) {
   int lo = 0, hi = pack.count - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;

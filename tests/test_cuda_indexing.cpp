@@ -1,0 +1,236 @@
+// test_cuda_indexing.cpp — the CUDA kernels' index math, run on the CPU: which elements each
+// thread of an elementwise loop, im2col, col2im, max_pool2d, gather / scatter_add and a
+// multi-tensor launch reads and writes (tensor/cuda/indexing.h, tensor/cuda/multi_tensor.h,
+// with the geometries tensor/cuda/loops.h builds), against the CPU backend's own kernels. The
+// kernels call exactly these functions, so this part of the CUDA backend is tested wherever it
+// is built, GPU or not. Each case runs the 64-bit index path beside the 32-bit one that every
+// real launch takes.
+#include <doctest/doctest.h>
+
+#include "skip.h"
+
+#ifdef AMPGRAD_WITH_CUDA
+#include <cstring>
+#include <vector>
+
+#include "tensor/cuda/indexing.h"
+#include "tensor/cuda/loops.h"
+#include "tensor/cuda/multi_tensor.h"
+#include "tensor/random.h"
+#include "tensor/scalar_math.h"
+#include "test_util.h"
+
+using namespace ampgrad;
+using namespace ampgrad::cuda;
+
+namespace {
+
+template <class T = double> std::vector<T> values(const Tensor& t) {
+  Tensor c = t.contiguous();
+  return std::vector<T>(c.data_ptr<T>(), c.data_ptr<T>() + c.numel());
+}
+
+// Every element holds its own storage position, so reading a view of it through the CPU's copy
+// says where each element of the view lives.
+Tensor positions(const Shape& shape) { return arange(0, double(numel_of(shape)), 1, TensorOptions(kFloat64)).view(shape); }
+
+// Walks make_loop's geometry with loop_offsets, as elementwise_kernel does: element i of operand
+// k must sit where the CPU reads it, the storage position held by element i of that operand
+// broadcast to `shape`. The same loop, said to be too long for 32-bit indices, must give the
+// same offsets through the 64-bit path.
+template <int N> void check_loop(const Shape& shape, std::array<const Tensor*, N> ts) {
+  const Loop<N> loop = make_loop<N>("test", shape, ts);
+  Loop<N> wide = loop;
+  wide.numel = int64_t(UINT32_MAX) + 1;
+  std::array<std::vector<double>, N> expected;
+  for (int k = 0; k < N; ++k) {
+    Tensor read = empty(shape, kFloat64);
+    read.copy_(*ts[k]);
+    expected[k] = values(read);
+  }
+  for (int64_t i = 0; i < loop.numel; ++i) {
+    int64_t off[N], off_wide[N];
+    loop_offsets(loop, i, off);
+    loop_offsets(wide, i, off_wide);
+    for (int k = 0; k < N; ++k) {
+      REQUIRE(double(ts[k]->storage_offset() + off[k]) == expected[k][i]);
+      REQUIRE(off_wide[k] == off[k]);
+    }
+  }
+}
+
+struct ImageCase {
+  int64_t N, C, H, W, kh, kw, stride, pad;
+};
+// Square and not, stride 1 to 3, padding 0 to 2, a window as large as the image, a 1x1 one, and
+// windows narrower than their stride (pixels no window reads).
+const ImageCase image_cases[] = {{2, 3, 5, 6, 3, 3, 1, 1}, {1, 2, 7, 5, 2, 3, 2, 0}, {2, 1, 6, 7, 3, 2, 3, 2},
+                                 {1, 1, 4, 4, 4, 4, 1, 0}, {1, 2, 3, 3, 1, 1, 1, 0}, {1, 1, 5, 5, 3, 3, 2, 2}};
+
+struct Span {  // a multi-tensor item: which tensor, how long
+  int id;
+  int64_t numel;
+};
+
+}  // namespace
+
+TEST_CASE("elementwise loops: each operand's offsets are where the CPU reads it, in any geometry") {
+  // Same-shape contiguous operands merge into one dense dim: the kernels' fast path.
+  Tensor a = positions({2, 3, 4}), b = positions({2, 3, 4}), out = positions({2, 3, 4});
+  CHECK(make_loop<3>("add", {2, 3, 4}, {&out, &a, &b}).contiguous);
+  check_loop<3>({2, 3, 4}, {&out, &a, &b});
+  // A strided output, a transposed input, one broadcast along two dims.
+  Tensor out_t = positions({4, 3, 2}).permute({2, 1, 0}), a_t = positions({3, 2, 4}).transpose(0, 1), b_col = positions({3, 1});
+  check_loop<3>({2, 3, 4}, {&out_t, &a_t, &b_col});
+  // Narrowed and selected views (storage offsets), a 0-d operand, a size-1 dim in between.
+  Tensor a_n = positions({5, 6, 7}).narrow(1, 1, 3).narrow(2, 2, 4), zero_d = positions({}), out_p = positions({4, 3, 5}).permute({2, 1, 0});
+  check_loop<3>({5, 3, 4}, {&out_p, &a_n, &zero_d});
+  Tensor out4 = positions({2, 4, 3, 5}), sel = positions({3, 4, 5}).select(0, 2).unsqueeze(1), c = positions({4, 1, 5});
+  check_loop<3>({2, 4, 3, 5}, {&out4, &sel, &c});
+  Tensor expanded = positions({1, 3, 1, 4}).expand({2, 3, 5, 4}), out_e = positions({2, 3, 5, 4});
+  check_loop<2>({2, 3, 5, 4}, {&out_e, &expanded});
+  // Eight dims that cannot merge are the most a kernel indexes; a ninth is refused by name.
+  Tensor rev8 = positions(Shape(8, 2)).permute({7, 6, 5, 4, 3, 2, 1, 0}), out8 = positions(Shape(8, 2));
+  CHECK(make_loop<2>("copy_", Shape(8, 2), {&out8, &rev8}).ndim == 8);
+  check_loop<2>(Shape(8, 2), {&out8, &rev8});
+  Tensor rev9 = positions(Shape(9, 2)).permute({8, 7, 6, 5, 4, 3, 2, 1, 0}), out9 = positions(Shape(9, 2));
+  CHECK(error_of([&] { make_loop<2>("copy_", Shape(9, 2), {&out9, &rev9}); }) ==
+        "copy_: CUDA kernels index at most 8 dims (after merging dense ones), got shape [2, 2, 2, 2, 2, 2, 2, 2, 2]");
+}
+
+TEST_CASE("elementwise loops: past 2^32 elements the offsets divide in 64 bits") {
+  // A column-major (3, 2^31 + 5) operand; position 2 * cols + 7 is (2, 7), at 2 + 7 * 3.
+  const int64_t cols = (int64_t(1) << 31) + 5;
+  Loop<1> loop{};
+  loop.numel = 3 * cols;
+  loop.ndim = 2;
+  loop.shape[0] = 3;
+  loop.shape[1] = cols;
+  loop.strides[0][0] = 1;
+  loop.strides[0][1] = 3;
+  int64_t off[1];
+  loop_offsets(loop, 2 * cols + 7, off);
+  CHECK(off[0] == 23);
+  int64_t wrapped[1] = {0};  // what 32-bit division would find there: position 17, at 51
+  add_offsets(loop, uint32_t(2 * cols + 7), wrapped);
+  CHECK(wrapped[0] == 51);
+}
+
+TEST_CASE("im2col and col2im: each thread reads the CPU kernels' elements, and col2im sums in their order") {
+  for (const ImageCase& c : image_cases) {
+    INFO("image " << c.H << "x" << c.W << ", window " << c.kh << "x" << c.kw << ", stride " << c.stride << ", pad " << c.pad);
+    const Shape x_shape{c.N, c.C, c.H, c.W};
+    const ImageGeometry g = image_geometry(x_shape, c.kh, c.kw, c.stride, c.pad);
+    manual_seed(3);
+    Tensor x = randn(x_shape, TensorOptions(kFloat64));
+    const std::vector<double> xv = values(x), want = values(kernels::im2col(x, c.kh, c.kw, c.stride, c.pad));
+    REQUIRE((int64_t)want.size() == g.N * g.Ho * g.Wo * g.C * g.kh * g.kw);
+    for (int64_t e = 0; e < (int64_t)want.size(); ++e) {  // im2col_kernel, thread e
+      const int64_t src = im2col_source(g, uint32_t(e));
+      REQUIRE(im2col_source(g, e) == src);
+      REQUIRE((src >= 0 ? xv[src] : 0.0) == want[e]);
+    }
+    // col2im of random columns, bit for bit: the kernel's sum in float64 and in float32.
+    auto check_col2im = [&](auto zero) {
+      using T = decltype(zero);
+      Tensor cols = randn({g.N * g.Ho * g.Wo, g.C * g.kh * g.kw}, TensorOptions(dtype_of<T>()));
+      const std::vector<T> cv = values<T>(cols), cpu = values<T>(kernels::col2im(cols, x_shape, c.kh, c.kw, c.stride, c.pad));
+      for (int64_t e = 0; e < (int64_t)cpu.size(); ++e) {  // col2im_kernel, thread e
+        const PixelSources src = col2im_sources(g, uint32_t(e)), src64 = col2im_sources(g, e);
+        REQUIRE(std::memcmp(&src, &src64, sizeof src) == 0);
+        T acc = 0;
+        for (int64_t oh = src.oh_begin; oh < src.oh_end; ++oh)
+          for (int64_t ow = src.ow_begin; ow < src.ow_end; ++ow) acc += cv[src.at(g, oh, ow)];
+        REQUIRE(std::memcmp(&acc, &cpu[e], sizeof acc) == 0);
+      }
+    };
+    check_col2im(0.0);
+    check_col2im(0.f);
+  }
+}
+
+TEST_CASE("max_pool2d: each thread's window and index are the CPU's, with ties and NaN") {
+  for (const ImageCase& c : image_cases) {
+    if (c.pad != 0 || c.kh != c.kw) continue;  // max_pool2d: square windows, no padding
+    INFO("image " << c.H << "x" << c.W << ", window " << c.kh << ", stride " << c.stride);
+    const Shape x_shape{c.N, c.C, c.H, c.W};
+    const ImageGeometry g = image_geometry(x_shape, c.kh, c.kw, c.stride, 0);
+    manual_seed(5);
+    Tensor x = randint(0, 3, x_shape).to(kFloat64);  // three values: ties everywhere
+    double* xp = x.data_ptr<double>();
+    xp[c.W + 1] = NAN;  // in the first plane's second row, and the last element of all
+    xp[x.numel() - 1] = NAN;
+    auto [out, idx] = kernels::max_pool2d(x, c.kh, c.stride);
+    const std::vector<int64_t> want = values<int64_t>(idx);
+    for (int64_t e = 0; e < (int64_t)want.size(); ++e) {  // max_pool2d_kernel, thread e
+      const PoolWindow win = pool_window(g, uint32_t(e)), win64 = pool_window(g, e);
+      REQUIRE(std::memcmp(&win, &win64, sizeof win) == 0);
+      const double* plane = xp + win.plane;
+      int64_t best = win.at(0, 0);
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j)
+          if (math::pool_beats(plane[win.at(i, j)], plane[best])) best = win.at(i, j);
+      REQUIRE(best == want[e]);
+    }
+  }
+}
+
+TEST_CASE("gather and scatter_add: each index entry addresses the CPU's element") {
+  const Shape shape{3, 4, 5};
+  Tensor x = positions(shape);
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    CAPTURE(dim);
+    Shape index_shape{2, 3, 4};  // smaller than x outside dim, longer than x along it
+    index_shape[dim] = 7;
+    manual_seed(dim);
+    Tensor index = randint(0, shape[dim], index_shape), src = randn(index_shape, TensorOptions(kFloat64));
+    const std::vector<int64_t> iv = values<int64_t>(index);
+    const std::vector<double> at = values(kernels::gather(x, dim, index)), sv = values(src);
+    const IndexGeometry g = index_geometry("gather", shape, dim, index);
+    std::vector<double> scattered(numel_of(shape), 0.0);
+    for (int64_t k = 0; k < g.numel; ++k) {  // gather_kernel and scatter_add_kernel, thread k
+      const int64_t pos = indexed_position(g, uint32_t(k), iv[k]);
+      REQUIRE(indexed_position(g, k, iv[k]) == pos);
+      REQUIRE(double(pos) == at[k]);
+      scattered[pos] += sv[k];  // in k order, as the CPU adds
+    }
+    CHECK(values(kernels::scatter_add(shape, dim, index, src)) == scattered);
+  }
+  CHECK(error_of([&] { index_geometry("gather", shape, 1, positions({3, 2, 5})); }) == "gather: index must be int64, got float64");
+}
+
+TEST_CASE("multi-tensor launches: every element of every tensor is one block's, and no block idles") {
+  // Sizes around the 16384-element chunk, empty tensors, and 400 of them: several packs.
+  const int64_t sizes[] = {1, 7, 16383, 16384, 16385, 100003, 0, 3};
+  std::vector<Span> items;
+  for (int t = 0; t < 400; ++t) items.push_back({t, sizes[t % 8]});
+  std::vector<std::vector<int>> seen(items.size());
+  for (const Span& s : items) seen[s.id].assign(s.numel, 0);
+  int packs = 0;
+  for_each_pack(items, [&](const TensorPack<Span>& pack) {
+    ++packs;
+    int64_t chunks = 0;
+    for (int t = 0; t < pack.count; ++t) chunks += (pack.items[t].numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
+    REQUIRE(pack.blocks() == chunks);
+    for (int64_t block = 0; block < chunks; ++block) {  // blockIdx.x of one launch
+      const BlockChunk c = chunk_at(pack, block);
+      const Span& s = pack.items[c.item];
+      REQUIRE(0 <= c.begin);
+      REQUIRE(c.begin < c.end);  // no block without work
+      REQUIRE(c.end <= s.numel);
+      for (int64_t i = c.begin; i < c.end; ++i) ++seen[s.id][i];
+    }
+  });
+  CHECK(packs == (400 + TensorPack<Span>::capacity - 1) / TensorPack<Span>::capacity);
+  for (const Span& s : items)
+    for (int64_t i = 0; i < s.numel; ++i) REQUIRE(seen[s.id][i] == 1);
+  // A list of empty tensors still launches one block, which finds nothing to do.
+  for_each_pack(std::vector<Span>{{0, 0}, {1, 0}}, [&](const TensorPack<Span>& pack) {
+    CHECK(pack.blocks() == 1);
+    const BlockChunk c = chunk_at(pack, 0);
+    CHECK(c.begin == c.end);
+  });
+}
+#else
+TEST_CASE("CUDA index math") { SKIP_TEST_IF(true, "built without the CUDA backend"); }
+#endif
