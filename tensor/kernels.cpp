@@ -2,6 +2,7 @@
 // forwards to that device's backend. The only place that knows which backends exist.
 #include "tensor/backends.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
+#include "tensor/elementwise_ops.h"
 
 namespace ampgrad::kernels {
 
@@ -37,11 +38,39 @@ static Device common_device(const char* op, std::initializer_list<const Tensor*>
 #define DISPATCH(op, call, ...) (common_device(op, {__VA_ARGS__}), cpu::call)
 #endif
 
-Tensor unary(Unary k, const Tensor& x) { return DISPATCH(unary_name(k), unary(k, x), &x); }
-Tensor pow_scalar(const Tensor& x, double e) { return DISPATCH("pow", pow_scalar(x, e), &x); }
+// Whether the op that with_op(body) hands to body is defined for dtype t: elementwise_ops.h's
+// defined_for, the rule the backends compile their kernels by, asked at run time.
+template <class WithOp> static bool defined(DType t, WithOp with_op) {
+  bool ok = false;
+  dispatch(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    with_op([&](auto f) { ok = defined_for<decltype(f), T, opmath_t<T>>; });
+  });
+  return ok;
+}
+
+// The elementwise ops' argument checks, here once for every backend.
+Tensor unary(Unary k, const Tensor& x) {
+  AMPGRAD_CHECK(defined(x.dtype(), [&](auto body) { with_unary(k, body); }), unary_name(k) << ": not defined for dtype " << dtype_name(x.dtype()));
+  return DISPATCH(unary_name(k), unary(k, x), &x);
+}
+Tensor pow_scalar(const Tensor& x, double e) {
+  require_floating("pow", x.dtype());
+  return DISPATCH("pow", pow_scalar(x, e), &x);
+}
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) { return DISPATCH("clamp", clamp(x, lo, hi), &x); }
-Tensor binary(Binary k, const Tensor& a, const Tensor& b) { return DISPATCH(binary_name(k), binary(k, a, b), &a, &b); }
-Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return DISPATCH("where", where(c, a, b), &c, &a, &b); }
+Tensor binary(Binary k, const Tensor& a, const Tensor& b) {
+  const char* name = binary_name(k);
+  AMPGRAD_CHECK(a.dtype() == b.dtype(), name << ": dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype())
+                                             << "); promote before the kernel");
+  AMPGRAD_CHECK(defined(a.dtype(), [&](auto body) { with_binary(k, body); }), name << ": not defined for dtype " << dtype_name(a.dtype()));
+  return DISPATCH(name, binary(k, a, b), &a, &b);
+}
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
+  AMPGRAD_CHECK(c.dtype() == kBool, "where: condition must be bool, got " << dtype_name(c.dtype()));
+  AMPGRAD_CHECK(a.dtype() == b.dtype(), "where: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
+  return DISPATCH("where", where(c, a, b), &c, &a, &b);
+}
 void fill_(const Tensor& dst, double v) { DISPATCH("fill_", fill_(dst, v), &dst); }
 // In-place updates, checked here once for every backend.
 void axpy_(const Tensor& y, const Tensor& x, double alpha) {

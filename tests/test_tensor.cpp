@@ -218,6 +218,26 @@ DEVICE_TEST_CASE("argument checks of the in-place and backward primitives hold o
   CHECK(to_vector<float>(f) == std::vector<float>{6, 8});  // (1 + 0.5·(1, 2)) · 4
 }
 
+DEVICE_TEST_CASE("elementwise primitives take floating dtypes, int64 the sign-safe ops, bool only comparisons") {
+  // One rule (defined_for in tensor/elementwise_ops.h) decides both which kernels a backend
+  // compiles and what tensor/kernels.cpp refuses, so no backend meets a pair it has no kernel for.
+  using kernels::Binary;
+  using kernels::Unary;
+  Tensor i = from_vector<int64_t>({-3, 4}).to(dev), b = from_vector<bool>({true, false}).to(dev), f = ones({2}).to(dev);
+  CHECK(to_vector<int64_t>(kernels::unary(Unary::abs, i)) == std::vector<int64_t>{3, 4});
+  CHECK(to_vector<int64_t>(kernels::unary(Unary::relu, i)) == std::vector<int64_t>{0, 4});
+  CHECK(to_vector<int64_t>(kernels::binary(Binary::mul, i, i)) == std::vector<int64_t>{9, 16});
+  CHECK(to_vector<bool>(kernels::binary(Binary::lt, b, from_vector<bool>({true, true}).to(dev))) == std::vector<bool>{false, true});
+  CHECK_THROWS_WITH_AS(kernels::unary(Unary::sqrt, i), "sqrt: not defined for dtype int64", Error);
+  CHECK_THROWS_WITH_AS(kernels::unary(Unary::neg, b), "neg: not defined for dtype bool", Error);
+  CHECK_THROWS_WITH_AS(kernels::binary(Binary::div, i, i), "div: not defined for dtype int64", Error);
+  CHECK_THROWS_WITH_AS(kernels::binary(Binary::add, b, b), "add: not defined for dtype bool", Error);
+  CHECK_THROWS_WITH_AS(kernels::binary(Binary::add, f, i), "add: dtypes differ (float32 and int64); promote before the kernel", Error);
+  CHECK_THROWS_WITH_AS(kernels::pow_scalar(i, 3), "pow: expected a floating dtype, got int64", Error);
+  CHECK_THROWS_WITH_AS(kernels::where(f, f, f), "where: condition must be bool, got float32", Error);
+  CHECK_THROWS_WITH_AS(kernels::where(b, f, i), "where: dtypes differ (float32 and int64)", Error);
+}
+
 TEST_CASE("copy_ casts and broadcasts into a strided destination") {
   Tensor dst = zeros({3, 2});
   {

@@ -1,12 +1,12 @@
 // elementwise.cpp — CPU maps and zips: unary, binary (broadcasting), where, copy/cast, fill.
-// Each op is one functor over the math type A (float for half inputs) plus one call of
-// for_each_run; the load converts to A and the store rounds once (round-to-nearest-even).
+// Each op is one functor of tensor/elementwise_ops.h over the math type A (float for half
+// inputs), the same the CUDA kernels run, plus one call of for_each_run; the load converts to A
+// and the store rounds once (round-to-nearest-even). Arguments are checked in tensor/kernels.cpp.
 #include <cmath>
 
 #include "tensor/cpu/half_convert.h"
 #include "tensor/cpu/loops.h"
-#include "tensor/kernels.h"
-#include "tensor/scalar_math.h"
+#include "tensor/elementwise_ops.h"
 
 namespace ampgrad::cpu {
 
@@ -69,21 +69,6 @@ static void zip_into(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
 namespace ampgrad::cpu {
 using namespace ampgrad::kernels;
 
-// Calls body(f) with the functor of `op` over math type A; one switch per call, none per element.
-template <class A, class Body> static void with_unary(Unary op, Body body) {
-  switch (op) {
-    case Unary::neg: return body([](A x) { return -x; });
-    case Unary::exp: return body([](A x) { return A(std::exp(x)); });
-    case Unary::log: return body([](A x) { return A(std::log(x)); });
-    case Unary::sqrt: return body([](A x) { return A(std::sqrt(x)); });
-    case Unary::abs: return body([](A x) { return A(std::abs(x)); });
-    case Unary::tanh: return body([](A x) { return A(std::tanh(x)); });
-    case Unary::sigmoid: return body([](A x) { return math::sigmoid(x); });
-    case Unary::relu: return body([](A x) { return math::relu(x); });
-    case Unary::gelu: return body([](A x) { return math::gelu(x); });
-  }
-}
-
 // Half inputs in contiguous memory: widen them in one vectorised pass (half_convert.h), run
 // the float32 kernel, narrow the result once. Bit-identical to converting element by element
 // (the math was float32 either way), and several times faster than scalar conversions.
@@ -98,15 +83,13 @@ static Tensor narrowed(const Tensor& f, DType dtype) {
 
 Tensor unary(Unary op, const Tensor& x) {
   if (widen_first({&x})) return narrowed(cpu::unary(op, contiguous_copy(x, kFloat32)), x.dtype());
-  bool signed_int_ok = op == Unary::neg || op == Unary::abs || op == Unary::relu;
-  AMPGRAD_CHECK(x.is_floating_point() || (signed_int_ok && x.dtype() == kInt64),
-                unary_name(op) << ": not defined for dtype " << dtype_name(x.dtype()));
   Tensor out = empty(x.shape(), x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
-    if constexpr (!std::is_same_v<T, bool>)
-      with_unary<A>(op, [&](auto f) { map_into<T, T>(out, x, [f](T v) { return T(f(A(v))); }); });
+    with_unary(op, [&](auto f) {
+      if constexpr (defined_for<decltype(f), T, A>) map_into<T, T>(out, x, [f](T v) { return T(f(A(v))); });
+    });
   });
   return out;
 }
@@ -116,9 +99,9 @@ Tensor pow_scalar(const Tensor& x, double p) {
   dispatch_floating("pow", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
-    A e = A(p);
-    if (p == 2) map_into<T, T>(out, x, [](T v) { return T(A(v) * A(v)); });  // exact and common
-    else map_into<T, T>(out, x, [e](T v) { return T(std::pow(A(v), e)); });
+    auto apply = [&](auto f) { map_into<T, T>(out, x, [f](T v) { return T(f(A(v))); }); };
+    if (p == 2) apply(Square{});
+    else apply(Pow<A>{A(p)});
   });
   return out;
 }
@@ -128,62 +111,29 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   dispatch(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
-    A l = lo ? A(*lo) : A(0), h = hi ? A(*hi) : A(0);
-    bool has_l = lo.has_value(), has_h = hi.has_value();
-    map_into<T, T>(out, x, [=](T v) {
-      A a = A(v);
-      if (a != a) return v;  // NaN passes through, as in PyTorch
-      if (has_l && a < l) a = l;
-      if (has_h && a > h) a = h;
-      return T(a);
-    });
+    const Clamp<A> f{lo ? A(*lo) : A(0), hi ? A(*hi) : A(0), lo.has_value(), hi.has_value()};
+    map_into<T, T>(out, x, [f](T v) { return T(f(A(v))); });
   });
   return out;
 }
 
-template <class A, class Body> static void with_binary(Binary op, Body body) {
-  switch (op) {
-    case Binary::add: return body([](A x, A y) { return x + y; });
-    case Binary::sub: return body([](A x, A y) { return x - y; });
-    case Binary::mul: return body([](A x, A y) { return x * y; });
-    case Binary::div: return body([](A x, A y) { return x / y; });
-    case Binary::relu_backward: return body([](A g, A x) { return x > A(0) ? g : A(0); });
-    case Binary::gelu_backward: return body([](A g, A x) { return g * math::gelu_grad(x); });
-    case Binary::eq: return body([](A x, A y) { return x == y; });
-    case Binary::ne: return body([](A x, A y) { return x != y; });
-    case Binary::lt: return body([](A x, A y) { return x < y; });
-    case Binary::le: return body([](A x, A y) { return x <= y; });
-    case Binary::gt: return body([](A x, A y) { return x > y; });
-    case Binary::ge: return body([](A x, A y) { return x >= y; });
-  }
-}
-
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
-  const char* name = binary_name(op);
-  if (a.dtype() == b.dtype() && widen_first({&a, &b})) return narrowed(cpu::binary(op, contiguous_copy(a, kFloat32), contiguous_copy(b, kFloat32)), a.dtype());
-  AMPGRAD_CHECK(a.dtype() == b.dtype(), name << ": dtypes differ (" << dtype_name(a.dtype()) << " and "
-                                             << dtype_name(b.dtype()) << "); promote before the kernel");
-  bool compare = op >= Binary::eq && op <= Binary::ge;
-  bool integer_ok = compare || (a.dtype() == kInt64 && (op == Binary::add || op == Binary::sub || op == Binary::mul));
-  AMPGRAD_CHECK(a.is_floating_point() || integer_ok, name << ": not defined for dtype " << dtype_name(a.dtype()));
-  Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), compare ? kBool : a.dtype());
+  if (widen_first({&a, &b})) return narrowed(cpu::binary(op, contiguous_copy(a, kFloat32), contiguous_copy(b, kFloat32)), a.dtype());
+  const bool compare = op >= Binary::eq && op <= Binary::ge;
+  Tensor out = empty(broadcast_shapes(binary_name(op), a.shape(), b.shape()), compare ? kBool : a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
-    with_binary<A>(op, [&](auto f) {
-      using R = decltype(f(A(), A()));
-      if constexpr (std::is_same_v<R, bool>)
-        zip_into<bool, T>(out, a, b, [f](T x, T y) { return f(A(x), A(y)); });
-      else if constexpr (!std::is_same_v<T, bool>)
-        zip_into<T, T>(out, a, b, [f](T x, T y) { return T(f(A(x), A(y))); });
+    with_binary(op, [&](auto f) {
+      using F = decltype(f);
+      if constexpr (is_comparison<F>) zip_into<bool, T>(out, a, b, [f](T x, T y) { return f(A(x), A(y)); });
+      else if constexpr (defined_for<F, T, A>) zip_into<T, T>(out, a, b, [f](T x, T y) { return T(f(A(x), A(y))); });
     });
   });
   return out;
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  AMPGRAD_CHECK(cond.dtype() == kBool, "where: condition must be bool, got " << dtype_name(cond.dtype()));
-  AMPGRAD_CHECK(a.dtype() == b.dtype(), "where: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
   Shape shape = broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
   Tensor out = empty(shape, a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
@@ -243,8 +193,8 @@ void axpy_(const Tensor& y, const Tensor& x, double alpha) {  // arguments check
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
     if constexpr (!std::is_same_v<T, bool>) {
-      A al = A(alpha);
-      zip_into<T, T>(y, y, x, [al](T a, T b) { return T(A(a) + al * A(b)); });
+      const Axpy<A> f{A(alpha)};
+      zip_into<T, T>(y, y, x, [f](T a, T b) { return T(f(A(a), A(b))); });
     }
   });
 }
@@ -254,8 +204,8 @@ void scale_(const Tensor& y, double factor) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
     if constexpr (!std::is_same_v<T, bool>) {
-      A f = A(factor);
-      map_into<T, T>(y, y, [f](T a) { return T(A(a) * f); });
+      const Scale<A> f{A(factor)};
+      map_into<T, T>(y, y, [f](T a) { return T(f(A(a))); });
     }
   });
 }

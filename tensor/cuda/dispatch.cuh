@@ -71,7 +71,20 @@ template <class T, class A> __host__ __device__ inline T cast(A a) {
   }
 }
 
-// The load conversion: a stored element into its opmath type (half -> float is exact).
-template <class T> __host__ __device__ inline opmath_t<T> load(T v) { return static_cast<opmath_t<T>>(v); }
+// The load conversion: a stored element into its opmath type (half -> float is exact). A float16
+// NaN keeps its sign and payload and comes out quiet, as the CPU's conversion gives it (CUDA's
+// own gives one positive NaN, 0x7FFFFFFF); a bfloat16 widens by a shift on both backends.
+template <class T> __host__ __device__ inline opmath_t<T> load(T v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const unsigned short b = __half_as_ushort(v);
+    if ((b & 0x7C00) == 0x7C00 && (b & 0x03FF) != 0) {
+      const unsigned int f = (unsigned int)(b & 0x8000) << 16 | 0x7FC00000u | (unsigned int)(b & 0x03FF) << 13;
+      float out;
+      memcpy(&out, &f, sizeof out);
+      return out;
+    }
+  }
+  return static_cast<opmath_t<T>>(v);
+}
 
 }  // namespace ampgrad::cuda

@@ -1,6 +1,6 @@
 // indexing.h — where a CUDA thread's elements live: the index math of the elementwise loop, the
 // image kernels and gather/scatter, written once for host and device (AMPGRAD_HD), so
-// tests/test_cuda_indexing.cpp runs it on the CPU against the CPU backend's own kernels. The
+// tests/test_cuda_host.cpp runs it on the CPU against the CPU backend's own kernels. The
 // kernels (loops.cuh, image.cu, reduce.cu) keep only their loads, stores and arithmetic.
 //
 // Coordinates are divided in an Index type: uint32_t when every position of a launch fits in 32

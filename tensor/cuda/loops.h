@@ -1,7 +1,7 @@
 // loops.h — the C++ side's helpers for CUDA kernels: the launch geometries of launch.h built
 // from tensors (a Loop<N> over tensors of any strides, an image's, an index's), and allocation
 // on a tensor's device. Compiled by g++ only (it sees Tensor); what each kernel thread makes of
-// a geometry is indexing.h's, and tests/test_cuda_indexing.cpp checks the two together on the CPU.
+// a geometry is indexing.h's, and tests/test_cuda_host.cpp checks the two together on the CPU.
 //
 //   Tensor out = empty_on(x, x.shape(), x.dtype());
 //   launch_unary(op, x.dtype(), make_loop<2>(unary_name(op), out.shape(), {&out, &x}));

@@ -1,9 +1,10 @@
-// test_cuda_indexing.cpp — the CUDA kernels' index math, run on the CPU: which elements each
-// thread of an elementwise loop, im2col, col2im, max_pool2d, gather / scatter_add and a
-// multi-tensor launch reads and writes (tensor/cuda/indexing.h, tensor/cuda/multi_tensor.h,
-// with the geometries tensor/cuda/loops.h builds), against the CPU backend's own kernels. The
+// test_cuda_host.cpp — the CUDA backend's host-and-device code, run on the CPU against the CPU
+// backend: the kernels' index math (which elements each thread of an elementwise loop, im2col,
+// col2im, max_pool2d, gather / scatter_add and a multi-tensor launch reads and writes:
+// tensor/cuda/indexing.h, tensor/cuda/multi_tensor.h, with the geometries tensor/cuda/loops.h
+// builds) and the conversions every load and store goes through (tensor/cuda/dispatch.cuh). The
 // kernels call exactly these functions, so this part of the CUDA backend is tested wherever it
-// is built, GPU or not. Each case runs the 64-bit index path beside the 32-bit one that every
+// is built, GPU or not. The index cases run the 64-bit path beside the 32-bit one that every
 // real launch takes.
 #include <doctest/doctest.h>
 
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tensor/cuda/dispatch.cuh"
 #include "tensor/cuda/indexing.h"
 #include "tensor/cuda/loops.h"
 #include "tensor/cuda/multi_tensor.h"
@@ -71,6 +73,65 @@ struct Span {  // a multi-tensor item: which tensor, how long
   int id;
   int64_t numel;
 };
+
+template <class Half> uint16_t bits16(Half h) {
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+uint32_t bits32(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+float from_bits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+// Every 16-bit pattern, and the values the CPU widens them to in dtype (float16 or bfloat16).
+std::vector<uint16_t> all_patterns() {
+  std::vector<uint16_t> all(0x10000);
+  for (uint32_t b = 0; b < 0x10000; ++b) all[b] = uint16_t(b);
+  return all;
+}
+std::vector<float> cpu_widened(const std::vector<uint16_t>& patterns, DType dtype) {
+  const Tensor wide = from_blob(patterns.data(), {(int64_t)patterns.size()}, dtype).to(kFloat32);
+  return values<float>(wide);
+}
+
+// Every float a store into dtype must handle: each dtype value, the floats next to it, the
+// midpoint to the next value (a tie: round to even), the infinities, and NaNs of both signs,
+// quiet and signalling, with and without payload bits.
+std::vector<float> store_inputs(DType dtype) {
+  const std::vector<float> v = cpu_widened(all_patterns(), dtype);
+  std::vector<float> in;
+  for (size_t b = 0; b < v.size(); ++b) {
+    if (v[b] != v[b]) continue;
+    in.insert(in.end(), {v[b], std::nextafter(v[b], INFINITY), std::nextafter(v[b], -INFINITY)});
+    if (b + 1 < v.size() && std::isfinite(v[b + 1])) in.push_back(float((double(v[b]) + v[b + 1]) / 2));  // exact in float
+  }
+  for (uint32_t nan : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x7FC12345u, 0xFFA00F00u}) in.push_back(from_bits(nan));
+  return in;
+}
+
+// The CPU's bits for `in` stored as dtype: its real copy path (vectorised chunks and all).
+template <class T> std::vector<uint16_t> cpu_store(const std::vector<T>& in, DType dtype) {
+  const Tensor stored = from_blob(in.data(), {(int64_t)in.size()}, dtype_of<T>()).to(dtype);
+  std::vector<uint16_t> out(in.size());
+  std::memcpy(out.data(), stored.raw_data(), 2 * in.size());
+  return out;
+}
+
+// Checks cast<Device>(x) against the CPU's store of x into dtype, for every x of `in`.
+template <class Device, class T> void check_stores(const std::vector<T>& in, DType dtype) {
+  const std::vector<uint16_t> want = cpu_store(in, dtype);
+  for (size_t i = 0; i < in.size(); ++i) {
+    INFO(dtype_name(dtype) << " from " << dtype_name(dtype_of<T>()) << ": " << double(in[i]));
+    REQUIRE(bits16(cast<Device>(in[i])) == want[i]);
+  }
+}
 
 }  // namespace
 
@@ -230,6 +291,35 @@ TEST_CASE("multi-tensor launches: every element of every tensor is one block's, 
     const BlockChunk c = chunk_at(pack, 0);
     CHECK(c.begin == c.end);
   });
+}
+TEST_CASE("half stores round like the CPU's: every value, the ties between them, inf and NaN, from float, double and int64") {
+  const std::vector<float> f16 = store_inputs(kFloat16), bf16 = store_inputs(kBFloat16);
+  check_stores<__half>(f16, kFloat16);
+  check_stores<__nv_bfloat16>(bf16, kBFloat16);
+  // double and int64 go through float first, on both backends: a double just off a tie lands
+  // on it in float, then rounds to even.
+  std::vector<double> d(f16.begin(), f16.end());
+  for (float f : f16)
+    if (std::isfinite(f) && f != 0) d.push_back(double(f) * (1 + 0x1p-40));
+  check_stores<__half>(d, kFloat16);
+  check_stores<__nv_bfloat16>(std::vector<double>(bf16.begin(), bf16.end()), kBFloat16);
+  std::vector<int64_t> ints;
+  for (int64_t v = -70000; v <= 70000; v += 7) ints.push_back(v);
+  for (int64_t v : {2049ll, 2051ll, 65519ll, 65520ll, 1ll << 40, -(1ll << 62) - 1}) ints.push_back(v);
+  check_stores<__half>(ints, kFloat16);
+  check_stores<__nv_bfloat16>(ints, kBFloat16);
+}
+
+TEST_CASE("half loads widen like the CPU's: every float16 and bfloat16 bit pattern") {
+  const std::vector<uint16_t> all = all_patterns();
+  for (DType dtype : {kFloat16, kBFloat16}) {
+    const std::vector<float> want = cpu_widened(all, dtype);
+    for (uint16_t b : all) {
+      INFO(dtype_name(dtype) << " bits " << b);
+      const float got = dtype == kFloat16 ? load(__ushort_as_half(b)) : load(__ushort_as_bfloat16(b));
+      REQUIRE(bits32(got) == bits32(want[b]));
+    }
+  }
 }
 #else
 TEST_CASE("CUDA index math") { SKIP_TEST_IF(true, "built without the CUDA backend"); }

@@ -1,0 +1,107 @@
+// elementwise_ops.h — every elementwise op of op_enum.h as a functor over its math type A (float
+// for half inputs), written once for both backends (AMPGRAD_HD): tensor/cpu/elementwise.cpp runs
+// them in its strided loops and tensor/cuda/elementwise.cu in its kernels, so the CPU tests
+// check the arithmetic the GPU does. Loads, stores and rounding are the backends' own.
+//
+//   with_unary(Unary::exp, [&](auto f) { ... out[i] = T(f(A(x[i]))) ... });   // f is an Exp
+#pragma once
+#include <cmath>
+#include <type_traits>
+
+#include "tensor/op_enum.h"
+#include "tensor/scalar_math.h"
+
+namespace ampgrad::kernels {
+
+// ---- unary ----
+struct Neg { template <class A> AMPGRAD_HD A operator()(A x) const { return -x; } };
+struct Exp { template <class A> AMPGRAD_HD A operator()(A x) const { return std::exp(x); } };
+struct Log { template <class A> AMPGRAD_HD A operator()(A x) const { return std::log(x); } };
+struct Sqrt { template <class A> AMPGRAD_HD A operator()(A x) const { return std::sqrt(x); } };
+struct Abs { template <class A> AMPGRAD_HD A operator()(A x) const { return std::abs(x); } };
+struct Tanh { template <class A> AMPGRAD_HD A operator()(A x) const { return std::tanh(x); } };
+struct Sigmoid { template <class A> AMPGRAD_HD A operator()(A x) const { return math::sigmoid(x); } };
+struct Relu { template <class A> AMPGRAD_HD A operator()(A x) const { return math::relu(x); } };
+struct Gelu { template <class A> AMPGRAD_HD A operator()(A x) const { return math::gelu(x); } };
+
+struct Square { template <class A> AMPGRAD_HD A operator()(A x) const { return x * x; } };  // pow 2: exact and common
+template <class A> struct Pow {
+  A e;
+  AMPGRAD_HD A operator()(A x) const { return std::pow(x, e); }
+};
+template <class A> struct Clamp {
+  A lo, hi;
+  bool has_lo, has_hi;
+  AMPGRAD_HD A operator()(A x) const {
+    if (x != x) return x;  // NaN passes through, as in PyTorch
+    if (has_lo && x < lo) x = lo;
+    if (has_hi && x > hi) x = hi;
+    return x;
+  }
+};
+template <class A> struct Scale {  // mul_
+  A factor;
+  AMPGRAD_HD A operator()(A y) const { return y * factor; }
+};
+
+// ---- binary ----
+struct Add { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return x + y; } };
+struct Sub { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return x - y; } };
+struct Mul { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return x * y; } };
+struct Div { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return x / y; } };
+struct ReluBackward { template <class A> AMPGRAD_HD A operator()(A g, A x) const { return x > A(0) ? g : A(0); } };
+struct GeluBackward { template <class A> AMPGRAD_HD A operator()(A g, A x) const { return g * math::gelu_grad(x); } };
+struct Eq { template <class A> AMPGRAD_HD bool operator()(A x, A y) const { return x == y; } };
+struct Ne { template <class A> AMPGRAD_HD bool operator()(A x, A y) const { return x != y; } };
+struct Lt { template <class A> AMPGRAD_HD bool operator()(A x, A y) const { return x < y; } };
+struct Le { template <class A> AMPGRAD_HD bool operator()(A x, A y) const { return x <= y; } };
+struct Gt { template <class A> AMPGRAD_HD bool operator()(A x, A y) const { return x > y; } };
+struct Ge { template <class A> AMPGRAD_HD bool operator()(A x, A y) const { return x >= y; } };
+template <class A> struct Axpy {  // add_: y + alpha * x
+  A alpha;
+  AMPGRAD_HD A operator()(A y, A x) const { return y + alpha * x; }
+};
+
+// Which (op, dtype) pairs exist: floating dtypes take every op; int64 the sign-safe unaries,
+// add, sub, mul and the comparisons; bool only the comparisons. T is the storage type, A its
+// math type. tensor/kernels.cpp refuses the other pairs by name before any backend sees them,
+// and the backends compile no kernel for them.
+template <class F> constexpr bool is_comparison =
+    std::is_same_v<F, Eq> || std::is_same_v<F, Ne> || std::is_same_v<F, Lt> || std::is_same_v<F, Le> || std::is_same_v<F, Gt> || std::is_same_v<F, Ge>;
+template <class F> constexpr bool int64_ok = is_comparison<F> || std::is_same_v<F, Neg> || std::is_same_v<F, Abs> || std::is_same_v<F, Relu> ||
+                                             std::is_same_v<F, Add> || std::is_same_v<F, Sub> || std::is_same_v<F, Mul>;
+template <class F, class T, class A> constexpr bool defined_for =
+    std::is_floating_point_v<A> || is_comparison<F> || (std::is_same_v<T, int64_t> && int64_ok<F>);
+
+// Calls body(f) with the functor of `op`: one switch per call, none per element.
+template <class Body> void with_unary(Unary op, Body&& body) {
+  switch (op) {
+    case Unary::neg: return body(Neg{});
+    case Unary::exp: return body(Exp{});
+    case Unary::log: return body(Log{});
+    case Unary::sqrt: return body(Sqrt{});
+    case Unary::abs: return body(Abs{});
+    case Unary::tanh: return body(Tanh{});
+    case Unary::sigmoid: return body(Sigmoid{});
+    case Unary::relu: return body(Relu{});
+    case Unary::gelu: return body(Gelu{});
+  }
+}
+template <class Body> void with_binary(Binary op, Body&& body) {
+  switch (op) {
+    case Binary::add: return body(Add{});
+    case Binary::sub: return body(Sub{});
+    case Binary::mul: return body(Mul{});
+    case Binary::div: return body(Div{});
+    case Binary::relu_backward: return body(ReluBackward{});
+    case Binary::gelu_backward: return body(GeluBackward{});
+    case Binary::eq: return body(Eq{});
+    case Binary::ne: return body(Ne{});
+    case Binary::lt: return body(Lt{});
+    case Binary::le: return body(Le{});
+    case Binary::gt: return body(Gt{});
+    case Binary::ge: return body(Ge{});
+  }
+}
+
+}  // namespace ampgrad::kernels
