@@ -2,7 +2,8 @@
 // backend: the kernels' index math (which elements each thread of an elementwise loop, im2col,
 // col2im, max_pool2d, gather / scatter_add and a multi-tensor launch reads and writes:
 // tensor/cuda/indexing.h, tensor/cuda/multi_tensor.h, with the geometries tensor/cuda/loops.h
-// builds) and the conversions every load and store goes through (tensor/cuda/dispatch.cuh). The
+// builds), the layout of every cuBLAS GEMM (tensor/cuda/gemm.h), and the conversions every load
+// and store goes through (tensor/cuda/dispatch.cuh). The
 // kernels call exactly these functions, so this part of the CUDA backend is tested wherever it
 // is built, GPU or not. The index cases run the 64-bit path beside the 32-bit one that every
 // real launch takes.
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "tensor/cuda/dispatch.cuh"
+#include "tensor/cuda/gemm.h"
 #include "tensor/cuda/indexing.h"
 #include "tensor/cuda/loops.h"
 #include "tensor/cuda/multi_tensor.h"
@@ -114,6 +116,41 @@ std::vector<float> store_inputs(DType dtype) {
   }
   for (uint32_t nan : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x7FC12345u, 0xFFA00F00u}) in.push_back(from_bits(nan));
   return in;
+}
+
+// Runs the cuBLAS call `g` describes as cuBLAS documents it, on the CPU, in double: column-major
+// matrices, op(X) = X or Xᵀ read with leading dimension ldX, C_p = op(A_p) · op(B_p) for each p
+// of the batch, X_p starting strideX elements after X_{p-1}. First the argument rules cuBLAS
+// enforces (it refuses a call that breaks them), then the product.
+void replay_gemm(const GemmArgs& g) {
+  REQUIRE(g.m >= 0);
+  REQUIRE(g.n >= 0);
+  REQUIRE(g.k >= 0);
+  REQUIRE(g.batch >= 1);
+  REQUIRE(g.lda >= std::max(1, g.transa == CUBLAS_OP_N ? g.m : g.k));
+  REQUIRE(g.ldb >= std::max(1, g.transb == CUBLAS_OP_N ? g.k : g.n));
+  REQUIRE(g.ldc >= std::max(1, g.m));
+  auto at = [](const double* X, cublasOperation_t op, int ld, int64_t row, int64_t col) {
+    return op == CUBLAS_OP_N ? X[row + col * ld] : X[col + row * ld];
+  };
+  for (int p = 0; p < g.batch; ++p) {
+    const double* A = static_cast<const double*>(g.A) + p * g.strideA;
+    const double* B = static_cast<const double*>(g.B) + p * g.strideB;
+    double* C = static_cast<double*>(g.C) + p * g.strideC;
+    for (int i = 0; i < g.m; ++i)
+      for (int j = 0; j < g.n; ++j) {
+        double acc = 0;
+        for (int l = 0; l < g.k; ++l) acc += at(A, g.transa, g.lda, i, l) * at(B, g.transb, g.ldb, l, j);
+        C[i + int64_t(j) * g.ldc] = acc;
+      }
+  }
+}
+
+// Small integers: every product and sum is exact, so the replay must equal the CPU's matmul bit
+// for bit whatever order either sums in.
+Tensor small_ints(const Shape& shape, uint64_t seed) {
+  manual_seed(seed);
+  return randint(-4, 5, shape).to(kFloat64);
 }
 
 // The CPU's bits for `in` stored as dtype: its real copy path (vectorised chunks and all).
@@ -292,6 +329,36 @@ TEST_CASE("multi-tensor launches: every element of every tensor is one block's, 
     CHECK(c.begin == c.end);
   });
 }
+TEST_CASE("cuBLAS GEMM layout: transposed, sliced, broadcast and batched operands give the CPU's matmul") {
+  struct Case {
+    const char* what;
+    Tensor a, b;
+  };
+  const Tensor wide = small_ints({5, 9}, 1);
+  std::vector<Case> cases = {
+      {"contiguous", small_ints({3, 4}, 2), small_ints({4, 5}, 3)},
+      {"a transposed", small_ints({4, 3}, 4).t(), small_ints({4, 5}, 5)},
+      {"b transposed (x · wᵀ, every Linear)", small_ints({3, 4}, 6), small_ints({5, 4}, 7).t()},
+      {"both transposed", small_ints({4, 3}, 8).t(), small_ints({5, 4}, 9).t()},
+      {"sliced columns (ld > width)", wide.narrow(1, 2, 4).narrow(0, 0, 3), small_ints({4, 5}, 10)},
+      {"a row read from a column", wide.narrow(1, 3, 1).narrow(0, 0, 4).t(), small_ints({4, 5}, 11)},
+      {"b a single column", small_ints({3, 5}, 12), wide.narrow(1, 6, 1)},
+      {"every other column: copied first", wide.as_strided({3, 4}, {9, 2}, 0), small_ints({4, 5}, 13)},
+      {"a broadcast row: copied first", small_ints({1, 4}, 14).expand({3, 4}), small_ints({4, 5}, 15)},
+      {"batched", small_ints({2, 3, 4}, 16), small_ints({2, 4, 5}, 17)},
+      {"batched, a transposed", small_ints({2, 4, 3}, 18).transpose(1, 2), small_ints({2, 4, 5}, 19)},
+      {"batched, batches interleaved", small_ints({3, 2, 4}, 20).permute({1, 0, 2}), small_ints({2, 4, 5}, 21)},
+      {"batched, b broadcast over the batch", small_ints({2, 3, 4}, 22), small_ints({4, 5}, 23).unsqueeze(0).expand({2, 4, 5})},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what << ": " << shape_str(c.a.shape()) << " · " << shape_str(c.b.shape()));
+    const Tensor want = kernels::bmm(c.a, c.b);
+    Tensor out = zeros(want.shape(), kFloat64), a_copy, b_copy;
+    replay_gemm(gemm_args(c.a, c.b, out, a_copy, b_copy));
+    CHECK(values(out) == values(want));
+  }
+}
+
 TEST_CASE("half stores round like the CPU's: every value, the ties between them, inf and NaN, from float, double and int64") {
   const std::vector<float> f16 = store_inputs(kFloat16), bf16 = store_inputs(kBFloat16);
   check_stores<__half>(f16, kFloat16);

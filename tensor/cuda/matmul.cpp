@@ -8,6 +8,7 @@
 
 #include "tensor/backends.h"
 #include "tensor/cuda/cublas.h"
+#include "tensor/cuda/gemm.h"
 #include "tensor/cuda/runtime.h"
 
 namespace ampgrad::cuda {
@@ -45,7 +46,7 @@ std::optional<Operand> as_operand(const Tensor& t) {
 Operand readable(const Tensor& t, Tensor& copy_holder) {
   if (auto op = as_operand(t)) return *op;
   copy_holder = empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
-  copy_(copy_holder, t);
+  kernels::copy_(copy_holder, t);
   return *as_operand(copy_holder);
 }
 
@@ -68,19 +69,29 @@ int as_int(int64_t v, const char* what) {
 }
 }  // namespace
 
-Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
-  // shapes and dtypes were checked by kernels::bmm
+// Cᵀ (N, M) = op(b) (N, K) · op(a) (K, M), column-major, B times.
+GemmArgs gemm_args(const Tensor& a_in, const Tensor& b_in, const Tensor& out, Tensor& a_copy, Tensor& b_copy) {
   const bool batched = a_in.dim() == 3;
   const int64_t B = batched ? a_in.shape()[0] : 1, M = a_in.shape()[batched], K = a_in.shape()[batched + 1], N = b_in.shape()[batched + 1];
-  const int device = a_in.device().index;
-  Tensor out = empty(batched ? Shape{B, M, N} : Shape{M, N}, TensorOptions(a_in.dtype()).device(a_in.device()));  // (B, M, N)
+  const Operand a = readable(a_in, a_copy), b = readable(b_in, b_copy);
+  return {b.op, a.op, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"),
+          b.data, as_int(b.ld, "leading dimension"), b.batch_stride,
+          a.data, as_int(a.ld, "leading dimension"), a.batch_stride,
+          out.raw_data(), as_int(N, "N"), M * N, as_int(B, "batch")};
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  // shapes and dtypes were checked by kernels::bmm
+  const bool batched = a.dim() == 3;
+  Tensor out = empty(batched ? Shape{a.shape()[0], a.shape()[1], b.shape()[2]} : Shape{a.shape()[0], b.shape()[1]},
+                     TensorOptions(a.dtype()).device(a.device()));  // (B, M, N)
   if (out.numel() == 0) return out;
-  if (K == 0) {
+  if (a.shape()[batched + 1] == 0) {  // K = 0: a sum of nothing
     fill_(out, 0);
     return out;
   }
   Tensor a_copy, b_copy;
-  const Operand a = readable(a_in, a_copy), b = readable(b_in, b_copy);
+  const GemmArgs g = gemm_args(a, b, out, a_copy, b_copy);
   const GemmTypes types = gemm_types(out.dtype());
   // alpha and beta are read in the compute type: double for float64, float otherwise.
   const double one64 = 1, zero64 = 0;
@@ -89,13 +100,11 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   const void* alpha = is64 ? (const void*)&one64 : (const void*)&one32;
   const void* beta = is64 ? (const void*)&zero64 : (const void*)&zero32;
 
+  const int device = a.device().index;
   DeviceGuard guard(device);
-  // Cᵀ (N, M) = op(b) (N, K) · op(a) (K, M), column-major, B times.
-  AMPGRAD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      cublas_handle(device), b.op, a.op, as_int(N, "N"), as_int(M, "M"), as_int(K, "K"), alpha,
-      b.data, types.data, as_int(b.ld, "leading dimension"), b.batch_stride,
-      a.data, types.data, as_int(a.ld, "leading dimension"), a.batch_stride, beta,
-      out.raw_data(), types.data, as_int(N, "N"), M * N, as_int(B, "batch"), types.compute, CUBLAS_GEMM_DEFAULT));
+  AMPGRAD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_handle(device), g.transa, g.transb, g.m, g.n, g.k, alpha, g.A, types.data,
+                                                  g.lda, g.strideA, g.B, types.data, g.ldb, g.strideB, beta, g.C, types.data, g.ldc,
+                                                  g.strideC, g.batch, types.compute, CUBLAS_GEMM_DEFAULT));
   return out;
 }
 
