@@ -40,7 +40,7 @@ static Device common_device(const char* op, std::initializer_list<const Tensor*>
 
 // Whether the op that with_op(body) hands to body is defined for dtype t: elementwise_ops.h's
 // defined_for, the rule the backends compile their kernels by, asked at run time.
-template <class WithOp> static bool defined(DType t, WithOp with_op) {
+template <class WithOp> static bool takes_dtype(DType t, WithOp with_op) {
   bool ok = false;
   dispatch(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -51,7 +51,7 @@ template <class WithOp> static bool defined(DType t, WithOp with_op) {
 
 // The elementwise ops' argument checks, here once for every backend.
 Tensor unary(Unary k, const Tensor& x) {
-  AMPGRAD_CHECK(defined(x.dtype(), [&](auto body) { with_unary(k, body); }), unary_name(k) << ": not defined for dtype " << dtype_name(x.dtype()));
+  AMPGRAD_CHECK(takes_dtype(x.dtype(), [&](auto body) { with_unary(k, body); }), unary_name(k) << ": not defined for dtype " << dtype_name(x.dtype()));
   return DISPATCH(unary_name(k), unary(k, x), &x);
 }
 Tensor pow_scalar(const Tensor& x, double e) {
@@ -63,7 +63,7 @@ Tensor binary(Binary k, const Tensor& a, const Tensor& b) {
   const char* name = binary_name(k);
   AMPGRAD_CHECK(a.dtype() == b.dtype(), name << ": dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype())
                                              << "); promote before the kernel");
-  AMPGRAD_CHECK(defined(a.dtype(), [&](auto body) { with_binary(k, body); }), name << ": not defined for dtype " << dtype_name(a.dtype()));
+  AMPGRAD_CHECK(takes_dtype(a.dtype(), [&](auto body) { with_binary(k, body); }), name << ": not defined for dtype " << dtype_name(a.dtype()));
   return DISPATCH(name, binary(k, a, b), &a, &b);
 }
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
