@@ -86,11 +86,32 @@ void scale_(const Tensor& y, double f) {
 }
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return DISPATCH("sum", sum(x, dims, keepdim), &x); }
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
-  return DISPATCH(is_min ? "min" : "max", max_dim(x, dim, keepdim, is_min), &x);
+  const char* op = is_min ? "min" : "max";
+  const int64_t d = cpu::normalize_dims(op, {dim}, x.dim())[0];
+  AMPGRAD_CHECK(x.numel() > 0 && (x.dim() == 0 || x.shape()[d] > 0), op << ": cannot reduce an empty dimension of shape " << shape_str(x.shape()));
+  return DISPATCH(op, max_dim(x, dim, keepdim, is_min), &x);
 }
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) { return DISPATCH("gather", gather(x, dim, idx), &x, &idx); }
+
+// PyTorch's rules for the index of gather / scatter_add into a tensor of `shape`: int64, of the
+// same rank, nowhere larger than the tensor except along `dim`. Its values are the backends' to
+// check, where they are read.
+static void check_index(const char* op, const Shape& shape, int64_t dim, const Tensor& index) {
+  AMPGRAD_CHECK(!shape.empty(), op << ": needs at least one dim");
+  dim = cpu::normalize_dims(op, {dim}, (int64_t)shape.size())[0];
+  AMPGRAD_CHECK(index.dtype() == kInt64, op << ": index must be int64, got " << dtype_name(index.dtype()));
+  AMPGRAD_CHECK(index.dim() == (int64_t)shape.size(), op << ": index of shape " << shape_str(index.shape()) << " must have the rank of " << shape_str(shape));
+  for (int64_t d = 0; d < index.dim(); ++d)
+    AMPGRAD_CHECK(d == dim || index.shape()[d] <= shape[d], op << ": index of shape " << shape_str(index.shape()) << " is larger than "
+                                                               << shape_str(shape) << " in dim " << d);
+}
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) {
+  check_index("gather", x.shape(), dim, idx);
+  return DISPATCH("gather", gather(x, dim, idx), &x, &idx);
+}
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
   AMPGRAD_CHECK(src.dtype() != kBool, "scatter_add: not defined for dtype bool");
+  check_index("scatter_add", shape, dim, idx);
+  AMPGRAD_CHECK(src.shape() == idx.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(idx.shape()) << " differ");
   return DISPATCH("scatter_add", scatter_add(shape, dim, idx, src), &idx, &src);
 }
 // Checked here, once for every backend: the backends may assume matching 2-D or 3-D operands.
@@ -102,17 +123,43 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
                 "matmul: cannot multiply shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
   return DISPATCH("matmul", bmm(a, b), &a, &b);
 }
-Tensor softmax_lastdim(const Tensor& x, bool log) { return DISPATCH(log ? "log_softmax" : "softmax", softmax_lastdim(x, log), &x); }
-Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) { return DISPATCH("conv2d", im2col(x, kh, kw, s, p), &x); }
+Tensor softmax_lastdim(const Tensor& x, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  AMPGRAD_CHECK(x.dim() >= 1, op << ": needs at least one dim");
+  require_floating(op, x.dtype());
+  return DISPATCH(op, softmax_lastdim(x, log), &x);
+}
+
+// The image primitives take (N, C, H, W) tensors; the backends may assume it, and a window that fits.
+static void check_image(const char* op, const Shape& x_shape) {
+  AMPGRAD_CHECK(x_shape.size() == 4, op << ": expected an (N, C, H, W) tensor, got shape " << shape_str(x_shape));
+}
+Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) {
+  check_image("conv2d", x.shape());
+  AMPGRAD_CHECK(window_out_size(x.shape()[2], kh, s, p) > 0 && window_out_size(x.shape()[3], kw, s, p) > 0,
+                "conv2d: kernel " << kh << "x" << kw << " does not fit input " << shape_str(x.shape()) << " with padding " << p);
+  return DISPATCH("conv2d", im2col(x, kh, kw, s, p), &x);
+}
 Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   AMPGRAD_CHECK(cols.dtype() != kBool, "conv2d: not defined for dtype bool");
+  check_image("conv2d", x_shape);
+  const Shape cols_shape{x_shape[0] * window_out_size(x_shape[2], kh, s, p) * window_out_size(x_shape[3], kw, s, p), x_shape[1] * kh * kw};
+  AMPGRAD_CHECK(cols.shape() == cols_shape, "conv2d: columns of shape " << shape_str(cols.shape()) << " do not match image "
+                                                                       << shape_str(x_shape) << " (expected " << shape_str(cols_shape) << ")");
   return DISPATCH("conv2d", col2im(cols, x_shape, kh, kw, s, p), &cols);
 }
-std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, int64_t k, int64_t s) { return DISPATCH("max_pool2d", max_pool2d(x, k, s), &x); }
+std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, int64_t k, int64_t s) {
+  check_image("max_pool2d", x.shape());
+  AMPGRAD_CHECK(window_out_size(x.shape()[2], k, s, 0) > 0 && window_out_size(x.shape()[3], k, s, 0) > 0,
+                "max_pool2d: kernel " << k << " does not fit input " << shape_str(x.shape()));
+  return DISPATCH("max_pool2d", max_pool2d(x, k, s), &x);
+}
 
 // Copies are the one primitive that may cross devices: the CUDA backend handles any copy
 // with a CUDA side (including host <-> device), the CPU backend the rest.
 void copy_(const Tensor& dst, const Tensor& src) {
+  AMPGRAD_CHECK(numel_of(cpu::broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
+                "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
 #ifdef AMPGRAD_WITH_CUDA
   if (dst.device().is_cuda() || src.device().is_cuda()) return cuda::copy_(dst, src);
 #endif

@@ -294,7 +294,9 @@ TEST_CASE("gather and scatter_add: each index entry addresses the CPU's element"
     }
     CHECK(values(kernels::scatter_add(shape, dim, index, src)) == scattered);
   }
-  CHECK(error_of([&] { index_geometry("gather", shape, 1, positions({3, 2, 5})); }) == "gather: index must be int64, got float64");
+  const Tensor index9 = zeros(Shape(9, 1), kInt64);
+  CHECK(error_of([&] { index_geometry("gather", Shape(9, 2), 0, index9); }) ==
+        "gather: CUDA kernels index at most 8 dims, got shape [2, 2, 2, 2, 2, 2, 2, 2, 2]");
 }
 
 TEST_CASE("multi-tensor launches: every element of every tensor is one block's, and no block idles") {

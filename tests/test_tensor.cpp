@@ -8,6 +8,7 @@
 
 #include "autograd/ops.h"
 #include "devices.h"
+#include "test_util.h"
 #include "tensor/cpu/allocator.h"
 #include "tensor/kernels.h"
 
@@ -216,6 +217,24 @@ DEVICE_TEST_CASE("argument checks of the in-place and backward primitives hold o
   kernels::axpy_(f, from_vector<float>({1, 2}).to(dev), 0.5);
   kernels::scale_(f, 4);
   CHECK(to_vector<float>(f) == std::vector<float>{6, 8});  // (1 + 0.5·(1, 2)) · 4
+}
+
+DEVICE_TEST_CASE("argument checks of the shape-bound primitives hold on every backend, with the same words") {
+  // Checked once in tensor/kernels.cpp: the backends assume them, so none can read out of bounds.
+  Tensor x = ones({2, 3}).to(dev), img = ones({1, 1, 4, 4}).to(dev), i = zeros({2, 1}, kInt64).to(dev);
+  CHECK(error_of([&] { kernels::copy_(x, ones({2, 1, 3}).to(dev)); }) == "copy_: source of shape [2, 1, 3] does not fit destination [2, 3]");
+  CHECK(error_of([&] { kernels::softmax_lastdim(scalar_tensor(1).to(dev), true); }) == "log_softmax: needs at least one dim");
+  CHECK(error_of([&] { kernels::softmax_lastdim(i, false); }) == "softmax: expected a floating dtype, got int64");
+  CHECK(error_of([&] { kernels::max_dim(ones({2, 0}).to(dev), 1, false, false); }) == "max: cannot reduce an empty dimension of shape [2, 0]");
+  CHECK(error_of([&] { kernels::im2col(x, 1, 1, 1, 0); }) == "conv2d: expected an (N, C, H, W) tensor, got shape [2, 3]");
+  CHECK(error_of([&] { kernels::im2col(img, 5, 3, 1, 0); }) == "conv2d: kernel 5x3 does not fit input [1, 1, 4, 4] with padding 0");
+  CHECK(error_of([&] { kernels::col2im(ones({4, 8}).to(dev), {1, 1, 4, 4}, 3, 3, 1, 0); }) ==
+        "conv2d: columns of shape [4, 8] do not match image [1, 1, 4, 4] (expected [4, 9])");
+  CHECK(error_of([&] { kernels::max_pool2d(img, 5, 1); }) == "max_pool2d: kernel 5 does not fit input [1, 1, 4, 4]");
+  CHECK(error_of([&] { kernels::gather(x, 1, zeros({2}, kInt64).to(dev)); }) == "gather: index of shape [2] must have the rank of [2, 3]");
+  CHECK(error_of([&] { kernels::gather(x, 1, zeros({2, 1}).to(dev)); }) == "gather: index must be int64, got float32");
+  CHECK(error_of([&] { kernels::gather(x, 1, zeros({3, 1}, kInt64).to(dev)); }) == "gather: index of shape [3, 1] is larger than [2, 3] in dim 0");
+  CHECK(error_of([&] { kernels::scatter_add({2, 3}, 1, i, ones({2, 2}).to(dev)); }) == "scatter_add: src [2, 2] and index [2, 1] differ");
 }
 
 DEVICE_TEST_CASE("elementwise primitives take floating dtypes, int64 the sign-safe ops, bool only comparisons") {

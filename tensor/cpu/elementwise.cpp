@@ -149,9 +149,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-void copy_(const Tensor& dst, const Tensor& src) {
-  AMPGRAD_CHECK(numel_of(broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
-                "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
+void copy_(const Tensor& dst, const Tensor& src) {  // shapes checked in tensor/kernels.cpp
   // Contiguous float32 <-> 16-bit casts (every autocast cast, every half GEMM's widening) take
   // the vectorised path of half_convert.h.
   const bool contiguous_pair = dst.shape() == src.shape() && dst.is_contiguous() && src.is_contiguous();

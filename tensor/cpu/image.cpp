@@ -1,6 +1,7 @@
 // image.cpp — the image kernels behind conv2d and max_pool2d, on (N, C, H, W) tensors.
 // conv2d is im2col + GEMM: each output pixel's receptive field becomes one row of a matrix,
 // so the convolution is a single matrix multiply (and its backward two more plus col2im).
+// Arguments (shapes, a window that fits) are checked in tensor/kernels.cpp.
 #include <algorithm>
 #include <cmath>
 
@@ -11,18 +12,11 @@
 namespace ampgrad::cpu {
 using namespace ampgrad::kernels;
 
-
-static Tensor contiguous4d(const char* op, const Tensor& x) {
-  AMPGRAD_CHECK(x.dim() == 4, op << ": expected an (N, C, H, W) tensor, got shape " << shape_str(x.shape()));
-  return contiguous_copy(x);
-}
-
 // cols[(n, oh, ow), (c, i, j)] = x[n, c, oh*s - p + i, ow*s - p + j]   (0 outside the image)
 Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) {
-  Tensor x = contiguous4d("conv2d", x_in);
+  Tensor x = contiguous_copy(x_in);
   const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
   const int64_t Ho = kernels::window_out_size(H, kh, s, p), Wo = kernels::window_out_size(W, kw, s, p);
-  AMPGRAD_CHECK(Ho > 0 && Wo > 0, "conv2d: kernel " << kh << "x" << kw << " does not fit input " << shape_str(x.shape()) << " with padding " << p);
   Tensor cols = empty({N * Ho * Wo, C * kh * kw}, x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -57,8 +51,6 @@ Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t k
   Tensor cols = contiguous_copy(cols_in);
   const int64_t N = x_shape[0], C = x_shape[1], H = x_shape[2], W = x_shape[3];
   const int64_t Ho = kernels::window_out_size(H, kh, s, p), Wo = kernels::window_out_size(W, kw, s, p);
-  AMPGRAD_CHECK(cols.dim() == 2 && cols.shape()[0] == N * Ho * Wo && cols.shape()[1] == C * kh * kw,
-                "conv2d: columns of shape " << shape_str(cols.shape()) << " do not match image " << shape_str(x_shape));
   Tensor x = zeros(x_shape, cols.dtype());
   dispatch(cols.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -89,10 +81,9 @@ Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t k
 }
 
 std::pair<Tensor, Tensor> max_pool2d(const Tensor& x_in, int64_t k, int64_t s) {
-  Tensor x = contiguous4d("max_pool2d", x_in);
+  Tensor x = contiguous_copy(x_in);
   const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
   const int64_t Ho = kernels::window_out_size(H, k, s, 0), Wo = kernels::window_out_size(W, k, s, 0);
-  AMPGRAD_CHECK(Ho > 0 && Wo > 0, "max_pool2d: kernel " << k << " does not fit input " << shape_str(x.shape()));
   Tensor out = empty({N, C, Ho, Wo}, x.dtype()), idx = empty({N, C, Ho, Wo}, kInt64);
   int64_t* ip = idx.data_ptr<int64_t>();
   dispatch(x.dtype(), [&](auto tag) {

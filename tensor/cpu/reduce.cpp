@@ -77,8 +77,7 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
 
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
   const char* op = is_min ? "min" : "max";
-  Shape red = normalize_dims(op, {dim}, x.dim());
-  AMPGRAD_CHECK(x.numel() > 0 && (x.dim() == 0 || x.shape()[red[0]] > 0), op << ": cannot reduce an empty dimension of shape " << shape_str(x.shape()));
+  Shape red = normalize_dims(op, {dim}, x.dim());  // not empty: checked in tensor/kernels.cpp
   auto [moved, out_shape] = move_reduced_last(x, red, keepdim);
   const int64_t R = x.dim() == 0 ? 1 : x.shape()[red[0]], rows = x.numel() / R;
   Tensor values = empty(out_shape, x.dtype()), indices = empty(out_shape, kInt64);
@@ -104,13 +103,10 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bo
   return {values, indices};
 }
 
-// Walks index (contiguous int64, same rank as x) and calls f(flat position in index, flat
-// position in a contiguous tensor of `shape` with the dim coordinate replaced by the index).
+// Walks index (int64, the rank of `shape`: checked in tensor/kernels.cpp) and calls f(flat
+// position in index, flat position in a contiguous tensor of `shape` with the dim coordinate
+// replaced by the index), checking each index value on the way.
 template <class F> static void walk_index(const char* op, const Shape& shape, int64_t dim, const Tensor& index, F f) {
-  AMPGRAD_CHECK(index.dtype() == kInt64, op << ": index must be int64, got " << dtype_name(index.dtype()));
-  AMPGRAD_CHECK(index.dim() == (int64_t)shape.size() && !shape.empty(), op << ": index of shape " << shape_str(index.shape()) << " must have the rank of " << shape_str(shape));
-  for (int64_t d = 0; d < index.dim(); ++d)  // PyTorch's rule: the index may not outgrow the tensor off `dim`
-    AMPGRAD_CHECK(d == dim || index.shape()[d] <= shape[d], op << ": index of shape " << shape_str(index.shape()) << " is larger than " << shape_str(shape) << " in dim " << d);
   Tensor ic = contiguous_copy(index);
   const int64_t* ip = ic.data_ptr<int64_t>();
   Shape strides = contiguous_strides(shape), coord(shape.size(), 0);
@@ -127,7 +123,6 @@ template <class F> static void walk_index(const char* op, const Shape& shape, in
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  AMPGRAD_CHECK(x.dim() > 0, "gather: needs at least one dim");
   dim = normalize_dims("gather", {dim}, x.dim())[0];
   Tensor xc = contiguous_copy(x), out = empty(index.shape(), x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
@@ -140,9 +135,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
-  AMPGRAD_CHECK(!shape.empty(), "scatter_add: needs at least one dim");
   dim = normalize_dims("scatter_add", {dim}, (int64_t)shape.size())[0];
-  AMPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(index.shape()) << " differ");
   Tensor out = zeros(shape, src.dtype()), sc = contiguous_copy(src);
   dispatch(src.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

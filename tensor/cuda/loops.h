@@ -68,11 +68,9 @@ inline ImageGeometry image_geometry(const Shape& x_shape, int64_t kh, int64_t kw
   return {x_shape[0], x_shape[1], H, W, kernels::window_out_size(H, kh, s, p), kernels::window_out_size(W, kw, s, p), kh, kw, s, p};
 }
 
-// An int64 index addressing a contiguous tensor of `shape` along `dim`, with the checks (and
-// messages) of the CPU's walk_index. Index values are checked in the kernel, where they are.
+// An int64 index addressing a contiguous tensor of `shape` along `dim` (checked in
+// tensor/kernels.cpp). Index values are checked in the kernel, where they are.
 inline IndexGeometry index_geometry(const char* op, const Shape& shape, int64_t dim, const Tensor& index) {
-  AMPGRAD_CHECK(index.dtype() == kInt64, op << ": index must be int64, got " << dtype_name(index.dtype()));
-  AMPGRAD_CHECK(index.dim() == (int64_t)shape.size(), op << ": index of shape " << shape_str(index.shape()) << " must have the rank of " << shape_str(shape));
   AMPGRAD_CHECK(index.dim() <= kMaxDims, op << ": CUDA kernels index at most " << kMaxDims << " dims, got shape " << shape_str(shape));
   IndexGeometry g{};
   g.ndim = (int)index.dim();
@@ -81,8 +79,6 @@ inline IndexGeometry index_geometry(const char* op, const Shape& shape, int64_t 
   g.dim_size = shape.empty() ? 1 : shape[dim];
   const Shape strides = contiguous_strides(shape);
   for (int d = 0; d < g.ndim; ++d) {
-    AMPGRAD_CHECK(d == dim || index.shape()[d] <= shape[d], op << ": index of shape " << shape_str(index.shape())
-                                                               << " is larger than " << shape_str(shape) << " outside dim " << dim);
     g.index_shape[d] = index.shape()[d];
     g.strides[d] = strides[d];
   }

@@ -29,8 +29,7 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
 
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
   const char* op = is_min ? "min" : "max";
-  Shape red = cpu::normalize_dims(op, {dim}, x.dim());
-  AMPGRAD_CHECK(x.numel() > 0 && (x.dim() == 0 || x.shape()[red[0]] > 0), op << ": cannot reduce an empty dimension of shape " << shape_str(x.shape()));
+  Shape red = cpu::normalize_dims(op, {dim}, x.dim());  // not empty: checked in tensor/kernels.cpp
   auto [moved, out_shape] = cpu::move_reduced_last(x, red, keepdim);
   const int64_t R = x.dim() == 0 ? 1 : x.shape()[red[0]], rows = x.numel() / R;
   Tensor values = empty_on(x, out_shape, x.dtype()), indices = empty_on(x, out_shape, kInt64);
@@ -40,7 +39,6 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bo
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  AMPGRAD_CHECK(x.dim() > 0, "gather: needs at least one dim");
   dim = cpu::normalize_dims("gather", {dim}, x.dim())[0];
   Tensor xc = contiguous(x), out = empty_on(x, index.shape(), x.dtype());
   IndexGeometry g = index_geometry("gather", x.shape(), dim, index);
@@ -52,9 +50,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 // Atomic adds: where several index entries name one position, the order of their additions
 // (and so the last bits of a floating sum) may differ from run to run.
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
-  AMPGRAD_CHECK(!shape.empty(), "scatter_add: needs at least one dim");
   dim = cpu::normalize_dims("scatter_add", {dim}, (int64_t)shape.size())[0];
-  AMPGRAD_CHECK(src.shape() == index.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(index.shape()) << " differ");
   Tensor out = zeros(shape, TensorOptions(src.dtype()).device(src.device())), sc = contiguous(src);
   IndexGeometry g = index_geometry("scatter_add", shape, dim, index);
   Tensor ic = contiguous(index);

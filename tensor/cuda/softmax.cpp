@@ -1,13 +1,10 @@
-// softmax.cpp — the C++ side of CUDA softmax / log-softmax over the last dim: the CPU's checks
-// (tensor/cpu/softmax.cpp), a contiguous input, then softmax.cu's kernel over rows of length C.
+// softmax.cpp — the C++ side of CUDA softmax / log-softmax over the last dim (arguments checked
+// in tensor/kernels.cpp): a contiguous input, then softmax.cu's kernel over rows of length C.
 #include "tensor/cuda/loops.h"
 
 namespace ampgrad::cuda {
 
 Tensor softmax_lastdim(const Tensor& x_in, bool log) {
-  const char* op = log ? "log_softmax" : "softmax";
-  AMPGRAD_CHECK(x_in.dim() >= 1, op << ": needs at least one dim");
-  require_floating(op, x_in.dtype());
   Tensor x = contiguous(x_in), out = empty_on(x, x.shape(), x.dtype());
   const int64_t C = x.shape().back(), rows = C == 0 ? 0 : x.numel() / C;
   launch_softmax_rows(x.dtype(), x.raw_data(), out.raw_data(), rows, C, log);
