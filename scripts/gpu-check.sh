@@ -51,7 +51,7 @@ run_ctest() {
   return "$rc"
 }
 
-# After a failed ctest: the suites with failing cases again, CUDA cases only, under
+# After a failed ctest: the (first three) suites with failing cases again, CUDA cases only, under
 # compute-sanitizer's memcheck, which names the kernel and the bad access a failure may come
 # from (an illegal address poisons the whole process, so later cases fail with it). This run's
 # log is the evidence; its exit status says nothing more than ctest's did.

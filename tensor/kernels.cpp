@@ -130,28 +130,29 @@ Tensor softmax_lastdim(const Tensor& x, bool log) {
   return DISPATCH(op, softmax_lastdim(x, log), &x);
 }
 
-// The image primitives take (N, C, H, W) tensors; the backends may assume it, and a window that fits.
-static void check_image(const char* op, const Shape& x_shape) {
-  AMPGRAD_CHECK(x_shape.size() == 4, op << ": expected an (N, C, H, W) tensor, got shape " << shape_str(x_shape));
+// The image primitives take (N, C, H, W) tensors and a window that fits them at least once
+// (stride >= 1, padding >= 0); the backends may assume both.
+static void check_conv(const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
+  AMPGRAD_CHECK(x_shape.size() == 4, "conv2d: expected an (N, C, H, W) tensor, got shape " << shape_str(x_shape));
+  AMPGRAD_CHECK(window_fits(x_shape[2], kh, s, p) && window_fits(x_shape[3], kw, s, p),
+                "conv2d: kernel " << kh << "x" << kw << " with stride " << s << " and padding " << p << " does not fit input " << shape_str(x_shape));
 }
 Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) {
-  check_image("conv2d", x.shape());
-  AMPGRAD_CHECK(window_out_size(x.shape()[2], kh, s, p) > 0 && window_out_size(x.shape()[3], kw, s, p) > 0,
-                "conv2d: kernel " << kh << "x" << kw << " does not fit input " << shape_str(x.shape()) << " with padding " << p);
+  check_conv(x.shape(), kh, kw, s, p);
   return DISPATCH("conv2d", im2col(x, kh, kw, s, p), &x);
 }
 Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   AMPGRAD_CHECK(cols.dtype() != kBool, "conv2d: not defined for dtype bool");
-  check_image("conv2d", x_shape);
+  check_conv(x_shape, kh, kw, s, p);
   const Shape cols_shape{x_shape[0] * window_out_size(x_shape[2], kh, s, p) * window_out_size(x_shape[3], kw, s, p), x_shape[1] * kh * kw};
   AMPGRAD_CHECK(cols.shape() == cols_shape, "conv2d: columns of shape " << shape_str(cols.shape()) << " do not match image "
                                                                        << shape_str(x_shape) << " (expected " << shape_str(cols_shape) << ")");
   return DISPATCH("conv2d", col2im(cols, x_shape, kh, kw, s, p), &cols);
 }
 std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, int64_t k, int64_t s) {
-  check_image("max_pool2d", x.shape());
-  AMPGRAD_CHECK(window_out_size(x.shape()[2], k, s, 0) > 0 && window_out_size(x.shape()[3], k, s, 0) > 0,
-                "max_pool2d: kernel " << k << " does not fit input " << shape_str(x.shape()));
+  AMPGRAD_CHECK(x.dim() == 4, "max_pool2d: expected an (N, C, H, W) tensor, got shape " << shape_str(x.shape()));
+  AMPGRAD_CHECK(window_fits(x.shape()[2], k, s, 0) && window_fits(x.shape()[3], k, s, 0),
+                "max_pool2d: kernel " << k << " with stride " << s << " does not fit input " << shape_str(x.shape()));
   return DISPATCH("max_pool2d", max_pool2d(x, k, s), &x);
 }
 

@@ -227,10 +227,15 @@ DEVICE_TEST_CASE("argument checks of the shape-bound primitives hold on every ba
   CHECK(error_of([&] { kernels::softmax_lastdim(i, false); }) == "softmax: expected a floating dtype, got int64");
   CHECK(error_of([&] { kernels::max_dim(ones({2, 0}).to(dev), 1, false, false); }) == "max: cannot reduce an empty dimension of shape [2, 0]");
   CHECK(error_of([&] { kernels::im2col(x, 1, 1, 1, 0); }) == "conv2d: expected an (N, C, H, W) tensor, got shape [2, 3]");
-  CHECK(error_of([&] { kernels::im2col(img, 5, 3, 1, 0); }) == "conv2d: kernel 5x3 does not fit input [1, 1, 4, 4] with padding 0");
+  CHECK(error_of([&] { kernels::im2col(img, 5, 3, 1, 0); }) == "conv2d: kernel 5x3 with stride 1 and padding 0 does not fit input [1, 1, 4, 4]");
+  // (4 - 5) / 2 + 1 rounds to one output: a window one pixel too wide must still be refused
+  CHECK(error_of([&] { kernels::im2col(img, 5, 5, 2, 0); }) == "conv2d: kernel 5x5 with stride 2 and padding 0 does not fit input [1, 1, 4, 4]");
+  CHECK(error_of([&] { kernels::col2im(ones({1, 9}).to(dev), {1, 1, 4, 4}, 3, 3, 0, 0); }) ==
+        "conv2d: kernel 3x3 with stride 0 and padding 0 does not fit input [1, 1, 4, 4]");
   CHECK(error_of([&] { kernels::col2im(ones({4, 8}).to(dev), {1, 1, 4, 4}, 3, 3, 1, 0); }) ==
         "conv2d: columns of shape [4, 8] do not match image [1, 1, 4, 4] (expected [4, 9])");
-  CHECK(error_of([&] { kernels::max_pool2d(img, 5, 1); }) == "max_pool2d: kernel 5 does not fit input [1, 1, 4, 4]");
+  CHECK(error_of([&] { kernels::max_pool2d(img, 5, 1); }) == "max_pool2d: kernel 5 with stride 1 does not fit input [1, 1, 4, 4]");
+  CHECK(error_of([&] { max_pool2d(img, 5); }) == "max_pool2d: kernel 5 with stride 5 does not fit input [1, 1, 4, 4]");
   CHECK(error_of([&] { kernels::gather(x, 1, zeros({2}, kInt64).to(dev)); }) == "gather: index of shape [2] must have the rank of [2, 3]");
   CHECK(error_of([&] { kernels::gather(x, 1, zeros({2, 1}).to(dev)); }) == "gather: index must be int64, got float32");
   CHECK(error_of([&] { kernels::gather(x, 1, zeros({3, 1}, kInt64).to(dev)); }) == "gather: index of shape [3, 1] is larger than [2, 3] in dim 0");

@@ -71,20 +71,27 @@ template <class T, class A> __host__ __device__ inline T cast(A a) {
   }
 }
 
-// The load conversion: a stored element into its opmath type (half -> float is exact). A float16
-// NaN keeps its sign and payload and comes out quiet, as the CPU's conversion gives it (CUDA's
-// own gives one positive NaN, 0x7FFFFFFF); a bfloat16 widens by a shift on both backends.
+// The load conversion: a stored element into its opmath type (half -> float is exact), bit for
+// bit as the CPU widens it. A bfloat16 is the top half of a float: a shift, written out because
+// sm_90 converts with cvt.f32.bf16, whose NaNs are not specified to keep their bits. A float16
+// NaN keeps its sign and payload and comes out quiet, as the CPU's F16C gives it (CUDA's own
+// conversion gives one positive NaN, 0x7FFFFFFF).
+__host__ __device__ inline float bits_to_float(unsigned int f) {
+  float out;
+  memcpy(&out, &f, sizeof out);
+  return out;
+}
 template <class T> __host__ __device__ inline opmath_t<T> load(T v) {
-  if constexpr (std::is_same_v<T, __half>) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return bits_to_float((unsigned int)__bfloat16_as_ushort(v) << 16);
+  } else if constexpr (std::is_same_v<T, __half>) {
     const unsigned short b = __half_as_ushort(v);
-    if ((b & 0x7C00) == 0x7C00 && (b & 0x03FF) != 0) {
-      const unsigned int f = (unsigned int)(b & 0x8000) << 16 | 0x7FC00000u | (unsigned int)(b & 0x03FF) << 13;
-      float out;
-      memcpy(&out, &f, sizeof out);
-      return out;
-    }
+    if ((b & 0x7C00) == 0x7C00 && (b & 0x03FF) != 0)
+      return bits_to_float((unsigned int)(b & 0x8000) << 16 | 0x7FC00000u | (unsigned int)(b & 0x03FF) << 13);
+    return __half2float(v);
+  } else {
+    return static_cast<opmath_t<T>>(v);
   }
-  return static_cast<opmath_t<T>>(v);
 }
 
 }  // namespace ampgrad::cuda
