@@ -12,6 +12,8 @@ enum class Binary : uint8_t {
   relu_backward,                    // (grad, x) -> grad * (x > 0)
   gelu_backward,                    // (grad, x) -> grad * gelu'(x)
 };
+// The comparisons, whose output is bool whatever the inputs' dtype.
+inline bool is_comparison_op(Binary op) { return op >= Binary::eq && op <= Binary::ge; }
 const char* unary_name(Unary op);
 const char* binary_name(Binary op);
 

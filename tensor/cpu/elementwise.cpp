@@ -119,8 +119,7 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
 
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
   if (widen_first({&a, &b})) return narrowed(cpu::binary(op, contiguous_copy(a, kFloat32), contiguous_copy(b, kFloat32)), a.dtype());
-  const bool compare = op >= Binary::eq && op <= Binary::ge;
-  Tensor out = empty(broadcast_shapes(binary_name(op), a.shape(), b.shape()), compare ? kBool : a.dtype());
+  Tensor out = empty(broadcast_shapes(binary_name(op), a.shape(), b.shape()), is_comparison_op(op) ? kBool : a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;

@@ -27,8 +27,7 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
 
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
   const char* name = binary_name(op);
-  const bool compare = op >= Binary::eq && op <= Binary::ge;
-  Tensor out = empty_on(a, cpu::broadcast_shapes(name, a.shape(), b.shape()), compare ? kBool : a.dtype());
+  Tensor out = empty_on(a, cpu::broadcast_shapes(name, a.shape(), b.shape()), is_comparison_op(op) ? kBool : a.dtype());
   launch_binary(op, a.dtype(), make_loop<3>(name, out.shape(), {&out, &a, &b}));
   return out;
 }
