@@ -2,7 +2,7 @@
 // Holds: this CPU's measured FMA peak, float32 matmul at 256..2048 on 1 and 2 threads as GFLOP/s
 // and as a fraction of that peak, the emulated tensor-core matmul in float16/bfloat16 (widen to
 // float32, float32 GEMM, round once), and one forward+backward of the 784-512-512-10 MLP in
-// float32 and under CPU autocast. Leaves out: correctness (tests/), whole epochs (scripts/bench.sh).
+// float32 and under CPU autocast, and three non-GEMM kernels on 1 and 2 threads. Leaves out: correctness (tests/), whole epochs (scripts/bench.sh).
 //
 //   build/bench/gemm --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //   build/bench/gemm --benchmark_filter='matmul_n/f32'
@@ -173,6 +173,26 @@ void mlp_step(benchmark::State& state, std::optional<DType> amp_dtype) {
 BENCHMARK_CAPTURE(mlp_step, f32, std::nullopt)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mlp_step, amp_f16, std::optional<DType>(kFloat16))->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mlp_step, amp_bf16, std::optional<DType>(kBFloat16))->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// ---- the non-GEMM kernels: one strided walk, one cast, one column sum, (1024, 1024) ----
+// What the threads of parallel.h buy outside the GEMM: gelu of a transposed view (the strided
+// walk), the float32 -> float16 cast autocast makes of a weight, and a bias gradient's column
+// sum. Arguments: threads; the 1- and 2-thread rows of one run give the ratio.
+void elementwise(benchmark::State& state, int which) {
+  set_num_threads(int(state.range(0)));
+  manual_seed(0);
+  Tensor x = randn({1024, 1024});
+  NoGradGuard no_grad;
+  for (auto _ : state) {
+    Tensor y = which == 0 ? gelu(x.t()) : which == 1 ? x.to(kFloat16) : sum(x, {0});
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.counters["elements/s"] = benchmark::Counter(double(x.numel()) * double(state.iterations()), benchmark::Counter::kIsRate);
+  set_num_threads(0);
+}
+BENCHMARK_CAPTURE(elementwise, gelu_strided, 0)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(elementwise, cast_f16, 1)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(elementwise, column_sum, 2)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include "test_util.h"
 #include "tensor/cpu/allocator.h"
 #include "tensor/kernels.h"
+#include "tensor/threads.h"
 
 using namespace ampgrad;
 
@@ -304,6 +305,54 @@ TEST_CASE("vectorised and scalar casts round identically") {
   for (size_t i = 0; i < v.size(); ++i) {
     const float widened = float(h[i]);
     REQUIRE(std::memcmp(&back[i], &widened, 4) == 0);  // widening is exact, NaNs included
+  }
+}
+
+TEST_CASE("CPU kernels split between threads give each element's one-thread value") {
+  // parallel_for hands each of 3 threads a third of the elements (rows, columns): a third of a
+  // strided walk starts mid-row, so its odometer must start there. Each result is checked
+  // against the element's value computed here, and bit for bit against the same call on one
+  // thread.
+  const int threads = get_num_threads();
+  manual_seed(11);
+  const int64_t M = 301, K = 517, N = 500;
+  Tensor base = randn({M, K}), b = randn({N});
+  Tensor a = base.narrow(1, 3, N);  // (M, N), rows 517 apart: walked row by row
+  std::vector<float> av = to_vector<float>(base), bv = to_vector<float>(b);
+  auto run_all = [&] {
+    NoGradGuard g;
+    return std::vector<Tensor>{a * b, a.t().to(kFloat16), base.to(kBFloat16), sum(base, {0}), sum(a, {1}), max(a, 1).first,
+                               max(a, 1).second};
+  };
+  set_num_threads(3);
+  const std::vector<Tensor> split = run_all();
+  set_num_threads(1);
+  const std::vector<Tensor> one = run_all();
+  set_num_threads(threads);
+  for (size_t i = 0; i < split.size(); ++i) CHECK(to_vector<double>(split[i].to(kFloat64)) == to_vector<double>(one[i].to(kFloat64)));
+
+  std::vector<float> prod = to_vector<float>(split[0]);
+  std::vector<half> at = to_vector<half>(split[1]);
+  std::vector<bfloat16> wide = to_vector<bfloat16>(split[2]);
+  std::vector<float> col = to_vector<float>(split[3]), row = to_vector<float>(split[4]), mx = to_vector<float>(split[5]);
+  std::vector<int64_t> arg = to_vector<int64_t>(split[6]);
+  for (int64_t i = 0; i < M * K; ++i) REQUIRE(bits(wide[i]) == bits(bfloat16(av[i])));
+  std::vector<double> col_sum(K, 0.0);  // contiguous, summed over dim 0: whole rows accumulate
+  for (int64_t i = 0; i < M * K; ++i) col_sum[i % K] += av[i];
+  for (int64_t j = 0; j < K; ++j) REQUIRE(col[j] == float(col_sum[j]));
+  for (int64_t i = 0; i < M; ++i) {
+    double row_sum = 0;
+    int64_t best = 0;
+    for (int64_t j = 0; j < N; ++j) {
+      const float x = av[i * K + 3 + j];
+      REQUIRE(prod[i * N + j] == x * bv[j]);
+      REQUIRE(bits(at[j * M + i]) == bits(half(x)));
+      row_sum += x;
+      if (x > av[i * K + 3 + best]) best = j;
+    }
+    REQUIRE(row[i] == float(row_sum));  // float32 sums accumulate in double, in order
+    REQUIRE(arg[i] == best);
+    REQUIRE(mx[i] == av[i * K + 3 + best]);
   }
 }
 

@@ -156,7 +156,12 @@ void copy_(const Tensor& dst, const Tensor& src) {  // shapes checked in tensor/
     using D = typename decltype(dtag)::type;
     dispatch(src.dtype(), [&](auto stag) {
       using S = typename decltype(stag)::type;
-      if (contiguous_pair && convert_contiguous((D*)dst.raw_data(), (const S*)src.raw_data(), dst.numel())) return;
+      if constexpr (has_convert_contiguous<D, S>) {
+        if (contiguous_pair)
+          return parallel_for(dst.numel(), 1, [&](int64_t begin, int64_t end) {
+            convert_contiguous((D*)dst.raw_data() + begin, (const S*)src.raw_data() + begin, end - begin);
+          });
+      }
       // One dtype: the elements as they are, every bit kept (NaN payloads too). Else through the
       // wider math type, so that float -> half rounds once.
       map_into<D, S>(dst, src, [](S v) {

@@ -61,13 +61,16 @@ inline void float_to_half(half* dst, const float* src, int64_t n) {
   for (; i < n; ++i) dst[i] = half(src[i]);
 }
 
-// dst[i] = src[i] for contiguous arrays, if (D, S) is one of the four pairs above.
-template <class D, class S> bool convert_contiguous(D* dst, const S* src, int64_t n) {
-  if constexpr (std::is_same_v<D, float> && std::is_same_v<S, half>) return half_to_float(dst, src, n), true;
-  else if constexpr (std::is_same_v<D, half> && std::is_same_v<S, float>) return float_to_half(dst, src, n), true;
-  else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, bfloat16>) return bf16_to_float(dst, src, n), true;
-  else if constexpr (std::is_same_v<D, bfloat16> && std::is_same_v<S, float>) return float_to_bf16(dst, src, n), true;
-  else return false;
+// dst[i] = src[i] for contiguous arrays, for the four (D, S) pairs above.
+template <class D, class S>
+constexpr bool has_convert_contiguous = (std::is_same_v<D, float> && (std::is_same_v<S, half> || std::is_same_v<S, bfloat16>)) ||
+                                        (std::is_same_v<S, float> && (std::is_same_v<D, half> || std::is_same_v<D, bfloat16>));
+template <class D, class S> void convert_contiguous(D* dst, const S* src, int64_t n) {
+  static_assert(has_convert_contiguous<D, S>);
+  if constexpr (std::is_same_v<D, float> && std::is_same_v<S, half>) half_to_float(dst, src, n);
+  else if constexpr (std::is_same_v<D, half>) float_to_half(dst, src, n);
+  else if constexpr (std::is_same_v<D, float>) bf16_to_float(dst, src, n);
+  else float_to_bf16(dst, src, n);
 }
 
 }  // namespace ampgrad::cpu

@@ -1,11 +1,13 @@
 // loops.h — the CPU's strided iteration: every elementwise kernel is one call of for_each_run.
 // A tensor of any rank and strides (broadcast dims have stride 0) is walked as a list of
 // "runs": 1-D stretches along the innermost dim, after merging dims that are contiguous in
-// every operand, so a contiguous tensor is a single run the compiler can vectorise.
+// every operand, so a contiguous tensor is a single run the compiler can vectorise. Large
+// walks are split between threads (parallel.h); each output element is written by one thread.
 #pragma once
 #include <array>
 
 #include "tensor/backends.h"
+#include "tensor/cpu/parallel.h"
 
 namespace ampgrad::cpu {
 
@@ -51,20 +53,32 @@ void for_each_run(const Shape& shape, std::array<char*, N> base, std::array<size
   const int64_t inner = sh[nd - 1];
   std::array<int64_t, N> inner_stride;
   for (size_t k = 0; k < N; ++k) inner_stride[k] = st[k][nd - 1];
-  int64_t outer = 1;
-  for (size_t d = 0; d + 1 < nd; ++d) outer *= sh[d];
-  Shape idx(nd, 0);
-  std::array<char*, N> p = base;
-  for (int64_t o = 0; o < outer; ++o) {
-    run(p, inner_stride, inner);
-    // advance the odometer over the outer dims
-    for (int64_t d = (int64_t)nd - 2; d >= 0; --d) {
-      for (size_t k = 0; k < N; ++k) p[k] += st[k][d] * (int64_t)elsize[k];
-      if (++idx[d] < sh[d]) break;
-      for (size_t k = 0; k < N; ++k) p[k] -= st[k][d] * sh[d] * (int64_t)elsize[k];
-      idx[d] = 0;
+  // Each thread walks its own stretch [begin, end) of the elements in row-major order: the
+  // odometer starts at `begin`, and only a stretch's first and last runs can be partial.
+  parallel_for(numel_of(sh), 1, [&](int64_t begin, int64_t end) {
+    Shape idx(nd);
+    std::array<char*, N> p = base;
+    int64_t rest = begin;
+    for (int64_t d = (int64_t)nd - 1; d >= 0; --d) {
+      idx[d] = rest % sh[d];
+      rest /= sh[d];
+      for (size_t k = 0; k < N; ++k) p[k] += idx[d] * st[k][d] * (int64_t)elsize[k];
     }
-  }
+    for (int64_t i = begin;;) {
+      const int64_t n = std::min(inner - idx[nd - 1], end - i);
+      run(p, inner_stride, n);
+      if ((i += n) == end) return;
+      // back to the start of this run's row, then advance the odometer over the outer dims
+      for (size_t k = 0; k < N; ++k) p[k] -= idx[nd - 1] * st[k][nd - 1] * (int64_t)elsize[k];
+      idx[nd - 1] = 0;
+      for (int64_t d = (int64_t)nd - 2; d >= 0; --d) {
+        for (size_t k = 0; k < N; ++k) p[k] += st[k][d] * (int64_t)elsize[k];
+        if (++idx[d] < sh[d]) break;
+        for (size_t k = 0; k < N; ++k) p[k] -= st[k][d] * sh[d] * (int64_t)elsize[k];
+        idx[d] = 0;
+      }
+    }
+  });
 }
 
 }  // namespace ampgrad::cpu

@@ -58,19 +58,23 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
     bool leading = x.is_contiguous() && !red.empty() && red.back() == (int64_t)red.size() - 1;
     if (leading && rows > 1) {  // out[j] = sum_i x[i, j]: accumulate whole rows, no transpose
       const T* p = (const T*)x.raw_data();
-      std::vector<Acc> acc(rows, Acc(0));
-      for (int64_t i = 0; i < R; ++i)
-        for (int64_t j = 0; j < rows; ++j) acc[j] += Acc(opmath_t<T>(p[i * rows + j]));
-      for (int64_t j = 0; j < rows; ++j) o[j] = O(opmath_t<O>(acc[j]));
+      parallel_for(rows, R, [&](int64_t begin, int64_t end) {  // threads take columns
+        std::vector<Acc> acc(end - begin, Acc(0));
+        for (int64_t i = 0; i < R; ++i)
+          for (int64_t j = begin; j < end; ++j) acc[j - begin] += Acc(opmath_t<T>(p[i * rows + j]));
+        for (int64_t j = begin; j < end; ++j) o[j] = O(opmath_t<O>(acc[j - begin]));
+      });
       return;
     }
     Tensor c = contiguous_copy(moved);
     const T* p = (const T*)c.raw_data();
-    for (int64_t r = 0; r < rows; ++r) {
-      Acc acc(0);
-      for (int64_t i = 0; i < R; ++i) acc += Acc(opmath_t<T>(p[r * R + i]));
-      o[r] = O(opmath_t<O>(acc));
-    }
+    parallel_for(rows, R, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        Acc acc(0);
+        for (int64_t i = 0; i < R; ++i) acc += Acc(opmath_t<T>(p[r * R + i]));
+        o[r] = O(opmath_t<O>(acc));
+      }
+    });
   });
   return out;
 }
@@ -88,17 +92,19 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bo
     Tensor c = contiguous_copy(moved);
     const T* p = (const T*)c.raw_data();
     T* v = (T*)values.raw_data();
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = p + r * R;
-      int64_t best = 0;
-      for (int64_t i = 1; i < R; ++i) {
-        A a = A(row[i]), b = A(row[best]);
-        if (b != b) break;  // NaN wins and stays, as in PyTorch
-        if (a != a || (is_min ? a < b : a > b)) best = i;
+    parallel_for(rows, R, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T* row = p + r * R;
+        int64_t best = 0;
+        for (int64_t i = 1; i < R; ++i) {
+          A a = A(row[i]), b = A(row[best]);
+          if (b != b) break;  // NaN wins and stays, as in PyTorch
+          if (a != a || (is_min ? a < b : a > b)) best = i;
+        }
+        v[r] = row[best];
+        idx[r] = best;
       }
-      v[r] = row[best];
-      idx[r] = best;
-    }
+    });
   });
   return {values, indices};
 }
