@@ -9,8 +9,18 @@ namespace ampgrad {
 using kernels::Binary;
 using kernels::Unary;
 
+// PyTorch's result_type for two tensors: a 0-d tensor beside a dimensioned one counts only when
+// it is of a higher category (bool < integer < floating), so ones({2}, f16) + scalar_tensor(1.0)
+// stays float16 while arange(2) + scalar_tensor(0.5) becomes float32.
+static DType result_type(const Tensor& a, const Tensor& b) {
+  if ((a.dim() == 0) == (b.dim() == 0)) return promote_types(a.dtype(), b.dtype());
+  const DType dim = a.dim() == 0 ? b.dtype() : a.dtype(), zero = a.dim() == 0 ? a.dtype() : b.dtype();
+  auto category = [](DType t) { return ampgrad::is_floating_point(t) ? 2 : t == kBool ? 0 : 1; };
+  return category(zero) > category(dim) ? promote_types(dim, zero) : dim;
+}
+
 static std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b) {
-  DType t = promote_types(a.dtype(), b.dtype());
+  DType t = result_type(a, b);
   return {autograd::cast(a, t), autograd::cast(b, t)};
 }
 
@@ -163,11 +173,16 @@ Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator+(const Tensor& a, Scalar b) { return add(a, scalar_like(b, a)); }
 Tensor operator-(const Tensor& a, Scalar b) { return sub(a, scalar_like(b, a)); }
-Tensor operator*(const Tensor& a, Scalar b) { return mul(a, scalar_like(b, a)); }
-Tensor operator/(const Tensor& a, Scalar b) { return div(a, scalar_like(b.value, a)); }  // as a float: true division
+// A number multiplies or divides a float16/bfloat16 tensor in float32, and the result is rounded
+// once, as in PyTorch: first rounded to float16, 1e-8 would be 0 and 70000 inf.
+template <class F> static Tensor in_float32(const Tensor& x, F op) { return is_half(x.dtype()) ? to(op(to(x, kFloat32)), x.dtype()) : op(x); }
+Tensor operator*(const Tensor& a, Scalar b) { return in_float32(a, [&](const Tensor& x) { return mul(x, scalar_like(b, x)); }); }
+Tensor operator/(const Tensor& a, Scalar b) {  // as a float: true division
+  return in_float32(a, [&](const Tensor& x) { return div(x, scalar_like(b.value, x)); });
+}
 Tensor operator+(Scalar a, const Tensor& b) { return add(scalar_like(a, b), b); }
 Tensor operator-(Scalar a, const Tensor& b) { return sub(scalar_like(a, b), b); }
-Tensor operator*(Scalar a, const Tensor& b) { return mul(scalar_like(a, b), b); }
+Tensor operator*(Scalar a, const Tensor& b) { return in_float32(b, [&](const Tensor& x) { return mul(scalar_like(a, x), x); }); }
 Tensor operator/(Scalar a, const Tensor& b) { return div(scalar_like(a.value, b), b); }
 
 }  // namespace ampgrad

@@ -60,9 +60,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, double eps) 
   const int64_t N = logits.size(0), C = logits.size(1);
   Tensor logp = kernels::softmax_lastdim(logits, true);  // (N, C)
   Tensor picked = kernels::gather(logp, 1, target.unsqueeze(1));     // (N, 1)
-  Tensor loss = kernels::sum(picked, {}, false);
+  Tensor loss = kernels::sum(widened(picked), {}, false);
   kernels::scale_(loss, -(1 - eps) / N);
-  if (eps > 0) kernels::axpy_(loss, kernels::sum(logp, {}, false), -eps / (C * (double)N));
+  if (eps > 0) kernels::axpy_(loss, kernels::sum(widened(logp), {}, false), -eps / (C * (double)N));
+  loss = rounded_to(loss, logits.dtype());
   record("cross_entropy", loss, {logits}, [logp, target, eps, N, C](const Tensor& g, const Needs&) {
     Tensor p = exp(logp), goal = one_hot(target, p) * (1 - eps);
     if (eps > 0) goal = goal + eps / C;
@@ -76,8 +77,9 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target) {
   auto [logp] = autocast(Op::nll_loss, logp_in);
   check_targets("nll_loss", logp, target);
   const int64_t N = logp.size(0);
-  Tensor loss = kernels::sum(kernels::gather(logp, 1, target.unsqueeze(1)), {}, false);
+  Tensor loss = kernels::sum(widened(kernels::gather(logp, 1, target.unsqueeze(1))), {}, false);
   kernels::scale_(loss, -1.0 / N);
+  loss = rounded_to(loss, logp.dtype());
   record("nll_loss", loss, {logp}, [target, shape = logp.shape(), N](const Tensor& g, const Needs&) {
     Tensor src = scaled(g, -1.0 / N).reshape({1, 1}).expand({N, 1}).contiguous();
     return grads(kernels::scatter_add(shape, 1, target.unsqueeze(1), src));
@@ -142,12 +144,16 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     AMPGRAD_CHECK(!p->defined() || p->shape() == normalized_shape, "layer_norm: weight/bias of shape " << shape_str(p->shape()) << " must be " << shape_str(normalized_shape));
   Shape dims;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-  Tensor mu = mean(x, dims, true);
-  Tensor xc = x - mu;
+  // A float16/bfloat16 x is normalised in float32 and rounded once, as PyTorch's kernel does:
+  // in float16 the square of 600 is already inf.
+  const DType wide = is_half(x.dtype()) ? kFloat32 : x.dtype();
+  Tensor xw = to(x, wide);
+  Tensor mu = mean(xw, dims, true);
+  Tensor xc = xw - mu;
   Tensor y = xc / sqrt(mean(xc * xc, dims, true) + eps);  // biased variance, as PyTorch
-  if (w.defined()) y = y * w;
-  if (b.defined()) y = y + b;
-  return y;
+  if (w.defined()) y = y * to(w, wide);
+  if (b.defined()) y = y + to(b, wide);
+  return to(y, x.dtype());
 }
 
 // Zeroes each element with probability p and scales survivors by 1/(1−p) (train mode only).

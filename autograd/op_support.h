@@ -21,4 +21,10 @@ inline Tensor scaled(const Tensor& g, double factor) {
   kernels::scale_(out, factor);
   return out;
 }
+
+// A float16/bfloat16 tensor summed as float32, and the result rounded back once at the end, as
+// PyTorch's mean and losses do: summed in float16, 40,000 losses of 2.3 would overflow before
+// the division brought them back.
+inline Tensor widened(const Tensor& x) { return is_half(x.dtype()) ? x.detach().to(kFloat32) : x; }
+inline Tensor rounded_to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : x.detach().to(dtype); }
 }  // namespace ampgrad

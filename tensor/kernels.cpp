@@ -87,8 +87,8 @@ void scale_(const Tensor& y, double f) {
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return DISPATCH("sum", sum(x, dims, keepdim), &x); }
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
   const char* op = is_min ? "min" : "max";
-  const int64_t d = cpu::normalize_dims(op, {dim}, x.dim())[0];
-  AMPGRAD_CHECK(x.numel() > 0 && (x.dim() == 0 || x.shape()[d] > 0), op << ": cannot reduce an empty dimension of shape " << shape_str(x.shape()));
+  const Shape red = cpu::normalize_dims(op, {dim}, x.dim());  // empty for a 0-d x, its one element
+  AMPGRAD_CHECK(x.numel() > 0 && (red.empty() || x.shape()[red[0]] > 0), op << ": cannot reduce an empty dimension of shape " << shape_str(x.shape()));
   return DISPATCH(op, max_dim(x, dim, keepdim, is_min), &x);
 }
 

@@ -195,8 +195,10 @@ struct Formatter {
       amax = std::max(amax, std::abs(x));
       if (x != 0) amin_nz = std::min(amin_nz, std::abs(x));
     }
-    sci = is_float && (amax >= 1e8 || (!integral && amin_nz < 1e-4) || (amax / amin_nz > 1000 && !integral && amax > 1000));
-    for (double x : v) width = std::max<int>(width, (int)str(x).size());
+    // torch/_tensor_str.py's rule, over the finite nonzero values
+    sci = is_float && amin_nz < INFINITY && (amax / amin_nz > 1000 || amax > 1e8 || (!integral && amin_nz < 1e-4));
+    for (double x : v)  // as PyTorch: a float column is as wide as its finite nonzero values
+      if (!is_float || (std::isfinite(x) && x != 0)) width = std::max<int>(width, (int)str(x).size());
   }
   std::string str(double x) const {
     std::ostringstream os;
@@ -241,9 +243,18 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   Formatter f(v, t.is_floating_point());
   if (is_bool) f.width = std::any_of(v.begin(), v.end(), [](double x) { return x == 0; }) ? 5 : 4;
   os << "tensor(";
-  print_rec(os, v, t.shape(), 0, 0, f, 7, t.numel() > 1000, is_bool);
-  if (t.numel() == 0) os << ", size=" << shape_str(t.shape());
-  if (t.dtype() != kFloat32 && t.dtype() != kInt64 && t.dtype() != kBool) os << ", dtype=" << dtype_name(t.dtype());
+  if (t.numel() == 0) {  // no elements to show the shape or the dtype by, so both are named
+    os << "[]";
+    if (t.dim() != 1) {
+      os << ", size=(";
+      for (int64_t d = 0; d < t.dim(); ++d) os << (d ? ", " : "") << t.size(d);
+      os << ")";
+    }
+    if (t.dtype() != kFloat32) os << ", dtype=" << dtype_name(t.dtype());
+  } else {
+    print_rec(os, v, t.shape(), 0, 0, f, 7, t.numel() > 1000, is_bool);
+    if (t.dtype() != kFloat32 && t.dtype() != kInt64 && t.dtype() != kBool) os << ", dtype=" << dtype_name(t.dtype());
+  }
   if (!t.device().is_cpu()) os << ", device='" << t.device().str() << "'";
   if (t.requires_grad()) os << ", requires_grad=True";
   return os << ")";

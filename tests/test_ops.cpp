@@ -201,7 +201,8 @@ TEST_CASE("edge cases found in review: half mean of many elements, ties, pow 0, 
   // 1/70000 rounds to 0 in float16; the gradient must use the exact factor
   Tensor h = ones({70000}, kFloat16).requires_grad_();
   h.mean().backward();
-  CHECK(to_vector<float>(h.grad())[0] == doctest::Approx(1.0 / 70000).epsilon(1e-3));
+  // relative (an absolute 1e-3 would pass 0), to half a float16 subnormal step: 2^-25 / 1.4e-5 = 0.2%
+  CHECK(to_vector<float>(h.grad())[0] == doctest::Approx(1.0 / 70000).epsilon(2.1e-3).scale(0));
   // tied maxima share the gradient, as in PyTorch
   Tensor t = from_vector<double>({0, 1, 1}).requires_grad_();
   t.max().backward();
@@ -217,4 +218,58 @@ TEST_CASE("edge cases found in review: half mean of many elements, ties, pow 0, 
   CHECK_THROWS_WITH_AS(conv2d(ones({1, 1, 3, 3}), ones({2, 1, 2, 2}), ones({1})), doctest::Contains("bias of shape [1]"), Error);
   CHECK_THROWS_WITH_AS(expand(ones({1}), {-2}), doctest::Contains("invalid size -2"), Error);
   CHECK((ones({2}, kInt64) * 2.0).dtype() == kFloat32);
+}
+
+DEVICE_TEST_CASE("half means, losses, layer_norm and number factors compute in float32 and round once") {
+  // Each would overflow float16 on the way (a sum of 100,000, 600², 70000) or lose its factor
+  // (1e-8 is 0 in float16) if computed in the input's dtype; PyTorch gives these values.
+  CHECK(vec(mean(full({10000}, 10, TensorOptions(kFloat16).device(dev))))[0] == 10);
+  const double log10_h = 2.302734375;  // -log_softmax of 10 equal logits, log 10, rounded to float16
+  Tensor labels = zeros({40000}, TensorOptions(kInt64).device(dev));
+  CHECK(vec(cross_entropy(zeros({40000, 10}, TensorOptions(kFloat16).device(dev)), labels))[0] == log10_h);
+  Tensor smooth = cross_entropy(zeros({3000, 10}, TensorOptions(kFloat16).device(dev)), zeros({3000}, TensorOptions(kInt64).device(dev)), 0.1);
+  CHECK(vec(smooth)[0] == doctest::Approx(log10_h).epsilon(1e-3));  // Σ log p over 30,000 terms is -69,000
+  CHECK(vec(nll_loss(full({40000, 10}, -2.3, TensorOptions(kFloat16).device(dev)), labels))[0] == 2.30078125);  // float16(2.3)
+  Tensor ln = layer_norm(from_vector<float>({0, 600}, {1, 2}).to(dev).to(kFloat16), {2});
+  CHECK(ln.dtype() == kFloat16);
+  CHECK(vec(ln) == std::vector<double>{-1, 1});
+  Tensor thousand = full({1}, 1000, TensorOptions(kFloat16).device(dev));
+  CHECK(vec(thousand / 70000.0)[0] == doctest::Approx(1.0 / 70).epsilon(5e-4).scale(0));  // float16: 2^-11 relative
+  CHECK(vec(thousand * 1e-8)[0] == doctest::Approx(1e-5).epsilon(1e-2).scale(0));  // a float16 subnormal
+  CHECK(vec(1e-8 * thousand)[0] == doctest::Approx(1e-5).epsilon(1e-2).scale(0));
+  CHECK(vec(full({1}, 3, TensorOptions(kBFloat16).device(dev)) * 1.003)[0] == 3.015625);  // 3.009 to bfloat16; 1.003 rounds to 1
+  CHECK((thousand * 2.0).dtype() == kFloat16);
+}
+
+DEVICE_TEST_CASE("0-d tensors reduce along dim 0 or -1, and the maximum NaN takes the whole gradient") {
+  Tensor s = scalar_tensor(2.0, TensorOptions(kFloat64).device(dev)).requires_grad_();
+  auto [value, index] = max(s, 0);
+  CHECK(vec(value) == std::vector<double>{2});
+  CHECK(to_vector<int64_t>(index) == std::vector<int64_t>{0});
+  CHECK(value.dim() == 0);
+  value.backward();
+  CHECK(vec(s.grad()) == std::vector<double>{1});
+  CHECK(to_vector<int64_t>(argmax(s, -1)) == std::vector<int64_t>{0});
+  CHECK_THROWS_WITH_AS(min(s, 1), doctest::Contains("min: dim 1 out of range for 0-d tensor"), Error);
+  s.set_grad(Tensor());
+  sum(s, {0}).backward();
+  CHECK(vec(s.grad()) == std::vector<double>{1});
+  CHECK(vec(mean(s, {-1})) == std::vector<double>{2});
+  // PyTorch's evenly_distribute_backward: a NaN maximum is the NaNs', not every element's
+  Tensor x = from_vector<double>({1, NAN, 3}).to(dev).requires_grad_();
+  max(x).backward();
+  CHECK(vec(x.grad()) == std::vector<double>{0, 1, 0});
+}
+
+DEVICE_TEST_CASE("a 0-d tensor beside a dimensioned one promotes only across categories (result_type)") {
+  auto t = [&](const Shape& shape, DType dtype) { return ones(shape, TensorOptions(dtype).device(dev)); };
+  CHECK((t({2}, kFloat16) + t({}, kFloat32)).dtype() == kFloat16);
+  CHECK((t({2}, kFloat32) * t({}, kFloat64)).dtype() == kFloat32);
+  CHECK((t({}, kFloat64) - t({2}, kBFloat16)).dtype() == kBFloat16);
+  CHECK((t({2}, kInt64) + t({}, kFloat64)).dtype() == kFloat64);  // integer beside floating: promoted
+  CHECK((t({2}, kInt64) + t({}, kFloat16)).dtype() == kFloat16);
+  CHECK(lt(t({2}, kFloat16), t({}, kFloat64)).dtype() == kBool);
+  CHECK((t({}, kFloat16) + t({}, kFloat32)).dtype() == kFloat32);  // both 0-d, or both not: promote_types
+  CHECK((t({2}, kFloat16) + t({1}, kFloat32)).dtype() == kFloat32);
+  CHECK(vec(t({2}, kFloat16) + scalar_tensor(0.5, TensorOptions(kFloat64).device(dev))) == std::vector<double>{1.5, 1.5});
 }

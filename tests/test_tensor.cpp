@@ -190,6 +190,18 @@ TEST_CASE("printing looks like PyTorch") {
   CHECK(to_string(from_vector<bool>({true, false})) == "tensor([ True, False])");
   CHECK(to_string(scalar_tensor(0.5)) == "tensor(0.5000)");
   CHECK(to_string(from_vector<float>({1, 2, 3, 4}, {2, 2})) == "tensor([[1., 2.],\n        [3., 4.]])");
+  // torch/_tensor_str.py: scientific when the finite nonzero magnitudes span more than 1000x,
+  // pass 1e8, or (not all integers) go under 1e-4
+  CHECK(to_string(from_vector<float>({1, 2000})) == "tensor([1.0000e+00, 2.0000e+03])");
+  CHECK(to_string(from_vector<float>({0.5f, -600})) == "tensor([ 5.0000e-01, -6.0000e+02])");
+  CHECK(to_string(from_vector<float>({1e8f, 0})) == "tensor([100000000.,         0.])");
+  CHECK(to_string(from_vector<float>({2e-5f, 1e-5f})) == "tensor([2.0000e-05, 1.0000e-05])");
+  CHECK(to_string(from_vector<float>({0, NAN})) == "tensor([0., nan])");  // widths from finite nonzero values only
+  CHECK(to_string(from_vector<float>({100, -INFINITY, 0})) == "tensor([100., -inf,   0.])");
+  // empty: the shape unless it is (0,), the dtype unless it is the default
+  CHECK(to_string(zeros({0})) == "tensor([])");
+  CHECK(to_string(zeros({2, 0})) == "tensor([], size=(2, 0))");
+  CHECK(to_string(zeros({0}, kInt64)) == "tensor([], dtype=int64)");
 }
 
 TEST_CASE("errors name the op and the shapes") {

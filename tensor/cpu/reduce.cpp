@@ -18,7 +18,7 @@ template <class T> using acc_t = std::conditional_t<std::is_floating_point_v<opm
 Shape normalize_dims(const char* op, const Shape& dims, int64_t ndim) {
   Shape out;
   for (int64_t d : dims) {
-    int64_t w = d < 0 ? d + ndim : d;
+    int64_t w = d < 0 ? d + std::max<int64_t>(ndim, 1) : d;  // a 0-d tensor takes dim 0 or -1, as in PyTorch
     AMPGRAD_CHECK(w >= 0 && w < std::max<int64_t>(ndim, 1), op << ": dim " << d << " out of range for " << ndim << "-d tensor");
     AMPGRAD_CHECK(std::find(out.begin(), out.end(), w) == out.end(), op << ": dim " << w << " appears more than once in " << shape_str(dims));
     if (ndim > 0) out.push_back(w);
@@ -81,7 +81,7 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
 
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
   const char* op = is_min ? "min" : "max";
-  Shape red = normalize_dims(op, {dim}, x.dim());  // not empty: checked in tensor/kernels.cpp
+  Shape red = normalize_dims(op, {dim}, x.dim());  // empty only for a 0-d x
   auto [moved, out_shape] = move_reduced_last(x, red, keepdim);
   const int64_t R = x.dim() == 0 ? 1 : x.shape()[red[0]], rows = x.numel() / R;
   Tensor values = empty(out_shape, x.dtype()), indices = empty(out_shape, kInt64);

@@ -29,7 +29,7 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
 
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
   const char* op = is_min ? "min" : "max";
-  Shape red = cpu::normalize_dims(op, {dim}, x.dim());  // not empty: checked in tensor/kernels.cpp
+  Shape red = cpu::normalize_dims(op, {dim}, x.dim());  // empty only for a 0-d x
   auto [moved, out_shape] = cpu::move_reduced_last(x, red, keepdim);
   const int64_t R = x.dim() == 0 ? 1 : x.shape()[red[0]], rows = x.numel() / R;
   Tensor values = empty_on(x, out_shape, x.dtype()), indices = empty_on(x, out_shape, kInt64);
