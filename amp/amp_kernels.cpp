@@ -6,6 +6,7 @@
 #include "amp/scale_math.h"
 #ifdef AMPGRAD_WITH_CUDA
 #include "amp/amp_kernels_cuda.h"
+#include "tensor/cuda/runtime.h"  // DeviceGuard
 #endif
 
 namespace ampgrad::amp {
@@ -28,6 +29,7 @@ void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, const Tenso
   if (device.is_cuda()) {
     std::vector<cuda::GradSpan> spans;
     for (const Tensor& g : grads) spans.push_back({g.data_ptr<float>(), g.numel()});
+    cuda::DeviceGuard guard(device.index);
     return cuda::amp_non_finite_check_and_unscale_(spans, found_inf.data_ptr<float>(), inv_scale.data_ptr<float>());
   }
 #endif
@@ -49,9 +51,11 @@ void update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tens
   require_scalar("update_scale_", growth_tracker, kInt64, device);
   require_scalar("update_scale_", found_inf, kFloat32, device);
 #ifdef AMPGRAD_WITH_CUDA
-  if (device.is_cuda())
+  if (device.is_cuda()) {
+    cuda::DeviceGuard guard(device.index);
     return cuda::amp_update_scale_(scale.data_ptr<float>(), growth_tracker.data_ptr<int64_t>(), found_inf.data_ptr<float>(),
                                    growth_factor, backoff_factor, growth_interval);
+  }
 #endif
   update_scale(*scale.data_ptr<float>(), *growth_tracker.data_ptr<int64_t>(), *found_inf.data_ptr<float>() != 0.f, growth_factor,
                backoff_factor, growth_interval);

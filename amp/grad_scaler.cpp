@@ -9,10 +9,13 @@
 
 namespace ampgrad::amp {
 
-GradScaler::GradScaler(GradScalerOptions o) : options_(o) {
+static void check_options(const char* where, const GradScalerOptions& o) {
   AMPGRAD_CHECK(o.init_scale > 0 && o.growth_factor > 1 && o.backoff_factor > 0 && o.backoff_factor < 1 && o.growth_interval > 0,
-                "GradScaler: need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval > 0");
+                where << ": need scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval > 0; got " << o.init_scale
+                      << ", " << o.growth_factor << ", " << o.backoff_factor << ", " << o.growth_interval);
 }
+
+GradScaler::GradScaler(GradScalerOptions o) : options_(o) { check_options("GradScaler", o); }
 
 void GradScaler::lazy_init(Device device) {
   if (scale_.defined()) return;
@@ -107,14 +110,22 @@ std::map<std::string, double> GradScaler::state_dict() const {
           {"_growth_tracker", (double)get_growth_tracker()}};
 }
 
+// As in PyTorch, a disabled scaler ignores the call, and an empty state (what a disabled one saves)
+// is refused by an enabled one.
 void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
-  AMPGRAD_CHECK(options_.enabled, "load_state_dict(): the GradScaler is disabled");
+  if (!options_.enabled) return;
+  AMPGRAD_CHECK(!s.empty(), "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler.");
   for (const char* key : {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"})
     AMPGRAD_CHECK(s.count(key), "GradScaler::load_state_dict: missing key '" << key << "'");
-  options_.init_scale = s.at("scale");
-  options_.growth_factor = s.at("growth_factor");
-  options_.backoff_factor = s.at("backoff_factor");
-  options_.growth_interval = (int64_t)s.at("growth_interval");
+  GradScalerOptions o = options_;
+  o.init_scale = s.at("scale");
+  o.growth_factor = s.at("growth_factor");
+  o.backoff_factor = s.at("backoff_factor");
+  o.growth_interval = (int64_t)s.at("growth_interval");
+  check_options("GradScaler::load_state_dict", o);
+  AMPGRAD_CHECK(s.at("_growth_tracker") >= 0 && s.at("_growth_tracker") < double(o.growth_interval),
+                "GradScaler::load_state_dict: _growth_tracker " << s.at("_growth_tracker") << " must be in [0, growth_interval)");
+  options_ = o;
   init_growth_tracker_ = (int64_t)s.at("_growth_tracker");
   // As in PyTorch: refill existing tensors, else let lazy_init create them where the first
   // scaled loss lives (a checkpoint is loaded before the scaler knows the device).

@@ -17,8 +17,8 @@
 // get_scale(), get_growth_tracker(), state_dict(), and record_history (one read per update()).
 // (cross_entropy and nll_loss check labels on the host only for CPU tensors; on a GPU the
 // gather kernel checks them on the device.)
-// Around the scaler a training step may add its own: clip_grad_norm_ returns the norm as a
-// double, loss.item(), and a batch copied from pageable host memory (tensor/cuda/copy.cpp).
+// Around the scaler a training step may add its own: loss.item(), clip_grad_norm_ with
+// error_if_nonfinite, and a batch copied from pageable host memory (tensor/cuda/copy.cpp).
 #pragma once
 #include <map>
 #include <optional>

@@ -162,7 +162,9 @@ Tensor dropout(const Tensor& x_in, double p, bool training, Generator* gen) {
   AMPGRAD_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got " << p);
   if (!training || p == 0) return x;
   if (p == 1) return x * 0.0;
-  Tensor keep = to(ge(rand(x.shape(), TensorOptions(x.dtype()).device(x.device()), gen), scalar_like(p, x)), x.dtype());
+  // drawn and compared in float32 or wider: in bfloat16, u >= 0.1 would keep 90.015% instead of 90%
+  Tensor u = rand(x.shape(), TensorOptions(is_half(x.dtype()) ? kFloat32 : x.dtype()).device(x.device()), gen);
+  Tensor keep = to(ge(u, scalar_like(p, u)), x.dtype());
   return x * scaled(keep, 1 / (1 - p));
 }
 

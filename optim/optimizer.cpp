@@ -7,6 +7,9 @@
 #include <cmath>
 #include <iterator>
 #include <optional>
+#ifdef AMPGRAD_WITH_CUDA
+#include "tensor/cuda/runtime.h"  // DeviceGuard
+#endif
 
 namespace ampgrad::optim {
 
@@ -81,6 +84,7 @@ void Optimizer::run_step(const Tensor& found_inf) {
       for (size_t k = 0; k < names.size(); ++k) f.buffer[k] = st.buffers.at(names[k]).data_ptr<float>();
       fused.push_back(f);
     }
+    cuda::DeviceGuard guard(device.index);
     return update_cuda(fused, flag_on_device ? found_inf.data_ptr<float>() : nullptr);
   }
 #endif

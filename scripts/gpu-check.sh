@@ -45,7 +45,8 @@ run_ctest() {
   local rc=${PIPESTATUS[0]}
   # With a GPU present, a skipped CUDA case means the tests did not see it: that is a failure.
   if grep -qE "(test_cuda:|\(cuda\) ).*Skipped" "$log/ctest.log"; then
-    echo "CUDA test cases were skipped although this machine should have a GPU"
+    echo "CUDA test cases were skipped although this machine should have a GPU; the tests say why:"
+    "$build"/tests/test_tensor -tc='*(cuda)' 2>&1 | grep -m1 "SKIPPED" | tee -a "$log/ctest.log"
     return 1
   fi
   return "$rc"

@@ -23,6 +23,7 @@ const char* device_type_name(DeviceType t);  // "cpu" / "cuda"
 namespace cuda {
 bool is_available();  // built with CUDA and a GPU is present
 int device_count();
+std::string unavailable_reason();  // why is_available() is false ("" when it is true)
 }  // namespace cuda
 
 }  // namespace ampgrad

@@ -3,6 +3,9 @@
 #include "tensor/backends.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
 #include "tensor/elementwise_ops.h"
+#ifdef AMPGRAD_WITH_CUDA
+#include "tensor/cuda/runtime.h"  // DeviceGuard
+#endif
 
 namespace ampgrad::kernels {
 
@@ -33,7 +36,14 @@ static Device common_device(const char* op, std::initializer_list<const Tensor*>
 }
 
 #ifdef AMPGRAD_WITH_CUDA
-#define DISPATCH(op, call, ...) (common_device(op, {__VA_ARGS__}).is_cuda() ? cuda::call : cpu::call)
+// A CUDA call runs with its tensors' GPU current: kernels launch, and scratch memory is taken,
+// where the tensors live (cuda:1 with cuda:0 current would be an illegal address).
+template <class CudaCall, class CpuCall> static auto on_device(Device d, CudaCall cuda_call, CpuCall cpu_call) {
+  if (!d.is_cuda()) return cpu_call();
+  cuda::DeviceGuard guard(d.index);
+  return cuda_call();
+}
+#define DISPATCH(op, call, ...) on_device(common_device(op, {__VA_ARGS__}), [&] { return cuda::call; }, [&] { return cpu::call; })
 #else
 #define DISPATCH(op, call, ...) (common_device(op, {__VA_ARGS__}), cpu::call)
 #endif
@@ -162,7 +172,10 @@ void copy_(const Tensor& dst, const Tensor& src) {
   AMPGRAD_CHECK(numel_of(cpu::broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
                 "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
 #ifdef AMPGRAD_WITH_CUDA
-  if (dst.device().is_cuda() || src.device().is_cuda()) return cuda::copy_(dst, src);
+  if (dst.device().is_cuda() || src.device().is_cuda()) {
+    cuda::DeviceGuard guard(dst.device().is_cuda() ? dst.device().index : src.device().index);
+    return cuda::copy_(dst, src);
+  }
 #endif
   common_device("copy_", {&dst, &src});
   cpu::copy_(dst, src);

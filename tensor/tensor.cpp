@@ -22,6 +22,7 @@ const char* device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu"
 namespace cuda {  // without the backend: no devices (tensor/cuda/runtime.cpp otherwise)
 bool is_available() { return false; }
 int device_count() { return 0; }
+std::string unavailable_reason() { return "ampgrad was built without the CUDA backend"; }
 }  // namespace cuda
 #endif
 

@@ -163,8 +163,8 @@ DEVICE_TEST_CASE("clipping after unscale_ sees the true gradient norm") {
   s.scale((p * from_vector<float>({3, 4}).to(dev)).sum()).backward();
   (q * from_vector<float>({3, 4}).to(dev)).sum().backward();
   s.unscale_(op);
-  CHECK(optim::clip_grad_norm_({p}, 1.0) == doctest::Approx(5.0));
-  CHECK(optim::clip_grad_norm_({q}, 1.0) == doctest::Approx(5.0));
+  CHECK(optim::clip_grad_norm_({p}, 1.0).item<double>() == doctest::Approx(5.0));
+  CHECK(optim::clip_grad_norm_({q}, 1.0).item<double>() == doctest::Approx(5.0));
   CHECK(s.step(op));
   oq.step();
   s.update();
@@ -207,6 +207,20 @@ DEVICE_TEST_CASE("state_dict round trip") {
   for (int i = 0; i < 3; ++i) iteration(t, opt, false);
   CHECK(t.get_scale() == 256);  // the restored tracker counted on: 2 + 3 = 5
   CHECK_THROWS_WITH_AS(t.load_state_dict({{"scale", 1}}), doctest::Contains("missing key 'growth_factor'"), Error);
+  // PyTorch's rules: a disabled scaler saves {} and ignores a load; an enabled one refuses {}
+  amp::GradScaler off({.enabled = false});
+  CHECK(off.state_dict().empty());
+  off.load_state_dict(sd);
+  CHECK(off.get_scale() == 1);
+  CHECK_THROWS_WITH_AS(t.load_state_dict({}), doctest::Contains("possibly because it was saved from a disabled instance"), Error);
+  // what the constructor refuses, a load refuses too, and leaves the scaler as it was
+  auto bad = sd;
+  bad["growth_factor"] = 0.5;
+  CHECK_THROWS_WITH_AS(t.load_state_dict(bad), doctest::Contains("growth_factor > 1"), Error);
+  bad = sd;
+  bad["_growth_tracker"] = 5;
+  CHECK_THROWS_WITH_AS(t.load_state_dict(bad), doctest::Contains("_growth_tracker 5 must be in [0, growth_interval)"), Error);
+  CHECK(t.get_scale() == 256);
 }
 
 DEVICE_TEST_CASE("a float16 gradient that underflows without scaling survives with it") {

@@ -107,3 +107,44 @@ TEST_CASE("a checkpoint of another model is refused, naming both") {
   c.save_path.clear();
   CHECK_THROWS_WITH_AS(mnist::train(c, log), doctest::Contains("checkpoint is of model=mlp optimizer=sgd, this run uses model=cnn"), Error);
 }
+
+TEST_CASE("an epoch's last accumulation group, short of accum_steps, steps on the mean of its micro-batches") {
+  // 64 samples in batches of 32 are 2 micro-batches: with accum_steps 4 they form one short
+  // group, which must weigh each by 1/2, exactly as accum_steps 2 does (not by 1/4).
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  std::vector<uint8_t> weights[2];
+  for (int k : {0, 1}) {
+    mnist::TrainConfig c;
+    c.data_dir = dir.path.string();
+    c.epochs = 1;
+    c.limit_train = 64;
+    c.batch_size = 32;
+    c.accum_steps = k == 0 ? 2 : 4;
+    std::ostringstream log;
+    weights[k] = weights_bytes(*mnist::train(c, log).model);
+  }
+  CHECK(weights[0] == weights[1]);
+}
+
+TEST_CASE("resuming with a setting that reorders the batches says so") {
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  mnist::TrainConfig c;
+  c.data_dir = dir.path.string();
+  c.epochs = 1;
+  c.limit_train = 64;
+  c.save_path = dir / "ck.safetensors";
+  std::ostringstream log;
+  mnist::train(c, log);
+  c.epochs = 2;
+  c.seed = 1;
+  c.batch_size = 16;
+  c.resume_path = c.save_path;
+  c.save_path.clear();
+  std::ostringstream resumed_log;
+  mnist::train(c, resumed_log);
+  CHECK(resumed_log.str().find("was trained with seed=0, this run uses seed=1") != std::string::npos);
+  CHECK(resumed_log.str().find("was trained with batch_size=128, this run uses batch_size=16") != std::string::npos);
+  CHECK(resumed_log.str().find("limit_train") == std::string::npos);  // unchanged: not named
+}

@@ -186,6 +186,12 @@ DEVICE_TEST_CASE("layer_norm and dropout") {
   CHECK(vec(dropout(ones({3}).to(dev), 0.5, false)) == std::vector<double>{1, 1, 1});
   // a fresh generator per call gives the same mask each time, so finite differences apply
   CHECK(gradcheck([&](In i) { Generator g(3); return dropout(i[0], 0.4, true, &g); }, {r(dev, {2, 5})}));
+  // 16-bit inputs draw and compare in float32, so they drop exactly float32's elements (rounded
+  // to bfloat16, about 25 of these 100,000 draws would land on the other side of 0.1)
+  Generator g32(5), g16(5);
+  std::vector<double> d32 = vec(dropout(ones({100000}).to(dev), 0.1, true, &g32));
+  std::vector<double> d16 = vec(dropout(ones({100000}, kBFloat16).to(dev), 0.1, true, &g16));
+  for (size_t i = 0; i < d32.size(); ++i) REQUIRE((d16[i] == 0) == (d32[i] == 0));
 }
 
 DEVICE_TEST_CASE("half inputs run every op family in float32 and round once") {

@@ -115,6 +115,17 @@ DEVICE_TEST_CASE("Adam: the moments and bias corrections with a gradient that ch
   close(vec(p), {-0.1 + 0.1 * 0.01 / 0.19});
 }
 
+DEVICE_TEST_CASE("Adam's first step is lr·g/(|g| + eps) to float32 rounding: 1 − β is rounded once") {
+  // m̂ = g and v̂ = g², so p = −lr·g/(|g| + eps) = −0.0009999999729...; with 1 − β2 worked out in
+  // float32 (0.00099998713) it came out 57 float32 ulps away, at −0.0010000065.
+  Tensor p = param({0}, dev);
+  optim::Adam adam({p}, {.lr = 1e-3});
+  set_grad(p, {0.37});
+  adam.step();
+  const double want = -1e-3 * 0.37 / (0.37 + 1e-8), ulp = std::ldexp(1.0, -33);  // float32's spacing at 1e-3
+  CHECK(std::abs(vec(p)[0] - want) <= 4 * ulp);
+}
+
 DEVICE_TEST_CASE("Adam's L2 weight decay against AdamW's decoupled decay") {
   // Adam, wd 0.1, lr 0.1, g = 1 at p = 1. Step 1: g' = 1.1 → a pure sign step, p = 0.9.
   // Step 2: g' = 1 + 0.1·0.9 = 1.09; m = 0.9·0.11 + 0.1·1.09 = 0.208,
@@ -235,18 +246,26 @@ DEVICE_TEST_CASE("clip_grad_norm_: global L2 norm over all grads") {
   Tensor a = param({0, 0}, dev), b = param({0}, dev), none = param({0}, dev);
   auto reset = [&] { set_grad(a, {3, 4}); set_grad(b, {12}); };
   reset();
-  CHECK(optim::clip_grad_norm_({a, b, none}, 20) == doctest::Approx(13));
-  close(vec(a.grad()), {3, 4});  // below max_norm: untouched
+  Tensor norm = optim::clip_grad_norm_({a, b, none}, 20);
+  CHECK(norm.dim() == 0);
+  CHECK(norm.dtype() == kFloat32);
+  CHECK(norm.item<double>() == 13);
+  CHECK(vec(a.grad()) == std::vector<double>{3, 4});  // below max_norm: multiplied by exactly 1
   // max_norm 6.5: every grad scaled by 6.5 / (13 + 1e-6), i.e. halved (to 1e-7)
-  CHECK(optim::clip_grad_norm_({a, b, none}, 6.5) == doctest::Approx(13));
+  CHECK(optim::clip_grad_norm_({a, b, none}, 6.5).item<double>() == 13);
   close(vec(a.grad()), {1.5, 2});
   close(vec(b.grad()), {6});
-  CHECK(optim::clip_grad_norm_({none}, 1) == 0);
+  CHECK(optim::clip_grad_norm_({none}, 1).item<double>() == 0);
 
+  // As PyTorch: an infinite norm makes the factor 0, so finite grads become 0 and inf ones NaN
+  // (the GradScaler then skips the step), unless error_if_nonfinite asks for an error.
   reset();
   b.set_grad(from_vector<float>({INFINITY}).to(dev));
-  CHECK(std::isinf(optim::clip_grad_norm_({a, b}, 1)));
-  close(vec(a.grad()), {3, 4});  // a non-finite norm leaves the grads for GradScaler to judge
+  CHECK_THROWS_WITH_AS(optim::clip_grad_norm_({a, b}, 1, true), doctest::Contains("the total norm of the gradients is inf"), Error);
+  CHECK(vec(a.grad()) == std::vector<double>{3, 4});  // the error comes before any change
+  CHECK(std::isinf(optim::clip_grad_norm_({a, b}, 1).item<double>()));
+  CHECK(vec(a.grad()) == std::vector<double>{0, 0});
+  CHECK(std::isnan(vec(b.grad())[0]));
 }
 
 TEST_CASE("StepLR and CosineAnnealingLR follow PyTorch's closed forms") {

@@ -44,23 +44,32 @@ static data::Dataset first(data::Dataset d, int64_t n) {
 
 // ---- checkpoints: model and optimizer tensors plus metadata, in one safetensors file ----
 
+// The settings that decide which samples make up each batch and step, as checkpoint metadata.
+static std::map<std::string, std::string> data_order(const TrainConfig& c) {
+  return {{"seed", std::to_string(c.seed)}, {"dataset", c.dataset}, {"batch_size", std::to_string(c.batch_size)},
+          {"accum_steps", std::to_string(c.accum_steps)}, {"limit_train", std::to_string(c.limit_train)}};
+}
+
 static void save_checkpoint(const std::string& path, const TrainConfig& c, int epochs_done, const nn::Module& model,
                             const optim::Optimizer& opt, const amp::GradScaler& scaler) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (auto& [k, t] : model.state_dict()) tensors.emplace_back("model." + k, t);
   optim::OptimizerState os = opt.state_dict();
   for (auto& [k, t] : os.tensors) tensors.emplace_back("optimizer." + k, t);
-  std::map<std::string, std::string> meta{{"epoch", std::to_string(epochs_done)}, {"seed", std::to_string(c.seed)},
-                                          {"model", c.model}, {"optimizer", c.optimizer}, {"amp", c.amp}};
+  std::map<std::string, std::string> meta{{"epoch", std::to_string(epochs_done)}, {"model", c.model}, {"optimizer", c.optimizer},
+                                          {"amp", c.amp}};
+  for (auto& [k, v] : data_order(c)) meta[k] = v;
   auto exact = [](double v) { std::ostringstream s; s << std::setprecision(17) << v; return s.str(); };
   for (auto& [k, v] : os.scalars) meta["optimizer." + k] = exact(v);
   for (auto& [k, v] : scaler.state_dict()) meta["scaler." + k] = exact(v);
   data::save_safetensors(path, tensors, meta);
 }
 
-// Returns the number of epochs the checkpoint had completed.
+// Returns the number of epochs the checkpoint had completed. Settings that change the batches
+// from here on, if they differ from the checkpoint's, are named in the log: the run is then no
+// longer the one an uninterrupted run would have been.
 static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Module& model, optim::Optimizer& opt,
-                           amp::GradScaler& scaler) {
+                           amp::GradScaler& scaler, std::ostream& log) {
   data::SafeTensors ck = data::load_safetensors(path);
   auto meta = [&](const std::string& k) {
     auto it = ck.metadata.find(k);
@@ -70,6 +79,10 @@ static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Mo
   AMPGRAD_CHECK(meta("model") == c.model && meta("optimizer") == c.optimizer,
                 path << ": checkpoint is of model=" << meta("model") << " optimizer=" << meta("optimizer") << ", this run uses model="
                      << c.model << " optimizer=" << c.optimizer);
+  for (auto& [k, v] : data_order(c))
+    if (auto it = ck.metadata.find(k); it != ck.metadata.end() && it->second != v)
+      log << "warning: " << path << " was trained with " << k << "=" << it->second << ", this run uses " << k << "=" << v
+          << ": the batches differ from an uninterrupted run's\n";
   nn::StateDict model_sd;
   optim::OptimizerState os;
   for (auto& [k, t] : ck.tensors) {
@@ -123,7 +136,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
 
   int start_epoch = 0;
   if (!c.resume_path.empty()) {
-    start_epoch = load_checkpoint(c.resume_path, c, *model, *opt, scaler);
+    start_epoch = load_checkpoint(c.resume_path, c, *model, *opt, scaler, log);
     log << "resumed from " << c.resume_path << " after epoch " << start_epoch << "\n";
   }
   train_loader.set_epoch(start_epoch);
@@ -160,8 +173,11 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
         amp::autocast ac(device.type, amp_dtype, use_amp);
         loss = nn::functional::cross_entropy(model->forward(x), y);
       }
-      // 2. scaled backward; gradients of micro-batches add up in .grad
-      scaler.scale(loss / double(c.accum_steps)).backward();
+      // 2. scaled backward; gradients of micro-batches add up in .grad, each weighted so that the
+      //    step sees the mean over its group (the last group of an epoch may be short)
+      const int64_t group_start = batches / c.accum_steps * c.accum_steps;
+      const int64_t group_size = std::min<int64_t>(c.accum_steps, n_batches - group_start);
+      scaler.scale(loss / double(group_size)).backward();
       loss_sum = loss_sum + loss.detach();
       ++batches;
       seen += x.size(0);

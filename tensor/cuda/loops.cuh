@@ -22,8 +22,10 @@ inline unsigned grid_for(int64_t n, int64_t per_block = kThreads) {
   return (unsigned)std::min((n + per_block - 1) / per_block, kMaxBlocks);
 }
 
-// f(data, offsets) for every element; f does the typed loads and the store.
-template <int N, class F> __global__ void __launch_bounds__(kThreads) elementwise_kernel(Loop<N> loop, F f) {
+// f(data, offsets) for every element; f does the typed loads and the store. loop is a
+// __grid_constant__: its shape and strides are indexed by a runtime dim, which would otherwise
+// make every thread copy the whole parameter into local memory first.
+template <int N, class F> __global__ void __launch_bounds__(kThreads) elementwise_kernel(const __grid_constant__ Loop<N> loop, F f) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < loop.numel; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t off[N];
     loop_offsets(loop, i, off);

@@ -106,7 +106,8 @@ __device__ int64_t checked_position(const char* op, const IndexGeometry& g, int6
   return fits_32bit(g.numel) ? indexed_position(g, uint32_t(k), i) : indexed_position(g, k, i);
 }
 
-template <class T> __global__ void gather_kernel(const T* x, const int64_t* index, T* out, IndexGeometry g) {
+// g is a __grid_constant__ for the reason elementwise_kernel's loop is (loops.cuh).
+template <class T> __global__ void gather_kernel(const T* x, const int64_t* index, T* out, const __grid_constant__ IndexGeometry g) {
   for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < g.numel; k += (int64_t)gridDim.x * blockDim.x)
     out[k] = x[checked_position("gather", g, k, index[k])];
 }
@@ -117,7 +118,7 @@ template <class T> __global__ void gather_kernel(const T* x, const int64_t* inde
 template <class T> __device__ void atomic_add(T* p, T v) { atomicAdd(p, v); }
 __device__ void atomic_add(int64_t* p, int64_t v) { atomicAdd((unsigned long long*)p, (unsigned long long)v); }
 
-template <class T> __global__ void scatter_add_kernel(const T* src, const int64_t* index, T* out, IndexGeometry g) {
+template <class T> __global__ void scatter_add_kernel(const T* src, const int64_t* index, T* out, const __grid_constant__ IndexGeometry g) {
   for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < g.numel; k += (int64_t)gridDim.x * blockDim.x)
     atomic_add(&out[checked_position("scatter_add", g, k, index[k])], src[k]);
 }

@@ -4,6 +4,8 @@
 #include "tensor/cuda/runtime.h"
 
 #include <atomic>
+#include <string>
+#include <utility>
 
 #include "tensor/device.h"
 #include "tensor/error.h"
@@ -34,19 +36,23 @@ DeviceGuard::~DeviceGuard() {
 }
 
 // Asked once: the answer cannot change within a process. Without a driver or a GPU (a build
-// machine) the query fails rather than answering 0; that failure means "no devices", not an error.
-int device_count() {
-  static const int count = [] {
+// machine) the query fails rather than answering 0; that failure means "no devices", not an
+// error, and its name is kept: a driver too old for this CUDA runtime fails the same way.
+static const std::pair<int, std::string>& device_query() {
+  static const std::pair<int, std::string> answer = [] {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    const cudaError_t status = cudaGetDeviceCount(&n);
+    if (status != cudaSuccess) {
       (void)cudaGetLastError();
-      return 0;
+      return std::pair<int, std::string>{0, std::string("cudaGetDeviceCount: ") + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")"};
     }
-    return n;
+    return std::pair<int, std::string>{n, n == 0 ? "no CUDA device" : ""};
   }();
-  return count;
+  return answer;
 }
+int device_count() { return device_query().first; }
 bool is_available() { return device_count() > 0; }
+std::string unavailable_reason() { return device_query().second; }
 
 // A process-wide switch, as torch.backends.cuda.matmul.allow_tf32 is; atomic so any thread may flip it.
 static std::atomic<bool> allow_tf32{false};
