@@ -3,6 +3,8 @@
 // Mixed dtypes promote (PyTorch's rule) through differentiable casts before the kernel, so
 // each gradient comes back in its input's dtype; broadcast gradients are summed back to the
 // input's shape by the engine.
+#include <cmath>
+
 #include "autograd/op_support.h"
 
 namespace ampgrad {
@@ -74,6 +76,9 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
 
 enum class Save { input, output };
 
+// exp, log, sqrt, tanh and sigmoid of an integer or bool tensor are float32, as in PyTorch.
+static Tensor as_float(const Tensor& x) { return x.is_floating_point() ? x : autograd::cast(x, kFloat32); }
+
 template <class Backward>
 static Tensor unary_op(Op op, Unary k, const Tensor& x_in, Save what, Backward backward) {
   auto [x] = autocast(op, x_in);
@@ -88,13 +93,13 @@ Tensor neg(const Tensor& x) {
   return unary_op(Op::neg, Unary::neg, x, Save::input, [](const Tensor& g, const Tensor&) { return -g; });
 }
 Tensor exp(const Tensor& x) {  // d/dx e^x = e^x = y
-  return unary_op(Op::exp, Unary::exp, x, Save::output, [](const Tensor& g, const Tensor& y) { return g * y; });
+  return unary_op(Op::exp, Unary::exp, as_float(x), Save::output, [](const Tensor& g, const Tensor& y) { return g * y; });
 }
 Tensor log(const Tensor& x) {  // d/dx ln x = 1/x
-  return unary_op(Op::log, Unary::log, x, Save::input, [](const Tensor& g, const Tensor& x) { return g / x; });
+  return unary_op(Op::log, Unary::log, as_float(x), Save::input, [](const Tensor& g, const Tensor& x) { return g / x; });
 }
 Tensor sqrt(const Tensor& x) {  // d/dx √x = 1 / (2√x) = 1 / (2y)
-  return unary_op(Op::sqrt, Unary::sqrt, x, Save::output, [](const Tensor& g, const Tensor& y) { return g / (y * 2.0); });
+  return unary_op(Op::sqrt, Unary::sqrt, as_float(x), Save::output, [](const Tensor& g, const Tensor& y) { return g / (y * 2.0); });
 }
 Tensor abs(const Tensor& x) {  // d/dx |x| = sign(x), 0 at 0 as in PyTorch
   return unary_op(Op::abs, Unary::abs, x, Save::input, [](const Tensor& g, const Tensor& x) {
@@ -103,10 +108,10 @@ Tensor abs(const Tensor& x) {  // d/dx |x| = sign(x), 0 at 0 as in PyTorch
   });
 }
 Tensor tanh(const Tensor& x) {  // d/dx tanh x = 1 - y²
-  return unary_op(Op::tanh, Unary::tanh, x, Save::output, [](const Tensor& g, const Tensor& y) { return g * (1.0 - y * y); });
+  return unary_op(Op::tanh, Unary::tanh, as_float(x), Save::output, [](const Tensor& g, const Tensor& y) { return g * (1.0 - y * y); });
 }
 Tensor sigmoid(const Tensor& x) {  // d/dx σ(x) = y (1 - y)
-  return unary_op(Op::sigmoid, Unary::sigmoid, x, Save::output, [](const Tensor& g, const Tensor& y) { return g * y * (1.0 - y); });
+  return unary_op(Op::sigmoid, Unary::sigmoid, as_float(x), Save::output, [](const Tensor& g, const Tensor& y) { return g * y * (1.0 - y); });
 }
 Tensor relu(const Tensor& x) {  // 1 where x > 0 (0 at 0, as PyTorch)
   return unary_op(Op::relu, Unary::relu, x, Save::input, [](const Tensor& g, const Tensor& x) {
@@ -130,7 +135,10 @@ Tensor pow(const Tensor& x_in, double p) {  // d/dx x^p = p x^(p-1)
 }
 
 Tensor clamp(const Tensor& x_in, std::optional<double> lo, std::optional<double> hi) {
-  auto [x] = autocast(Op::clamp, x_in);
+  auto [x0] = autocast(Op::clamp, x_in);
+  // a fractional bound makes an integer x float32 (PyTorch's result_type), instead of truncating
+  auto fractional = [](std::optional<double> b) { return b && *b != std::floor(*b); };
+  Tensor x = x0.is_floating_point() || !(fractional(lo) || fractional(hi)) ? x0 : as_float(x0);
   Tensor out = kernels::clamp(x, lo, hi);
   record("clamp", out, {x}, [x = x.detach(), lo, hi](const Tensor& g, const Needs&) {
     Tensor zero = scalar_like(0, g), gx = g;  // gradient passes where lo <= x <= hi

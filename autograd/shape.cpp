@@ -117,7 +117,10 @@ Tensor permute(const Tensor& x_in, const Shape& dims) {
 
 Tensor transpose(const Tensor& x_in, int64_t d0, int64_t d1) {
   auto [x] = autocast(Op::transpose, x_in);
-  if (x.dim() == 0) return x;
+  if (x.dim() == 0) {  // as in PyTorch, a 0-d tensor takes dims 0 and -1, and is its own transpose
+    for (int64_t d : {d0, d1}) AMPGRAD_CHECK(d == 0 || d == -1, "transpose: dim " << d << " out of range for a 0-d tensor");
+    return x;
+  }
   Shape dims(x.dim());
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[wrap("transpose", d0, x.dim())], dims[wrap("transpose", d1, x.dim())]);
@@ -218,7 +221,10 @@ Tensor cat(const std::vector<Tensor>& xs_in, int64_t dim) {
   std::vector<Tensor> xs = xs_in;
   autograd::autocast_inputs(Op::cat, xs.data(), xs.size());
   DType t = xs[0].dtype();
-  for (const Tensor& x : xs) t = promote_types(t, x.dtype());
+  for (const Tensor& x : xs) {
+    AMPGRAD_CHECK(x.device() == xs[0].device(), "cat: expected all tensors on one device, got " << xs[0].device().str() << " and " << x.device().str());
+    t = promote_types(t, x.dtype());
+  }
   for (Tensor& x : xs) x = autograd::cast(x, t);
   dim = wrap("cat", dim, xs[0].dim());
   Shape shape = xs[0].shape();

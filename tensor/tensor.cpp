@@ -68,6 +68,7 @@ int64_t Tensor::size(int64_t dim) const { return shape()[wrap_dim(dim, this->dim
 int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim(dim, this->dim())]; }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no elements, no layout: as PyTorch says
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (shape()[i] == 1) continue;

@@ -261,6 +261,9 @@ TEST_CASE("host <-> device copies keep every dtype's bits, contiguous and stride
     CHECK(bytes(on_dev) == bytes(f32.to(half)));
     CHECK(bytes(f32.to(gpu).to(half)) == bytes(f32.to(half)));  // cast on the device
   }
+  // Only copy_ and to() cross devices; an op given tensors on two devices names both.
+  CHECK_THROWS_WITH_AS(cat({ones({2}), ones({2}).to(gpu)}), doctest::Contains("cat: expected all tensors on one device, got cpu and cuda:0"), Error);
+  CHECK_THROWS_WITH_AS(ones({2}) + ones({2}).to(gpu), doctest::Contains("expected all tensors on one device"), Error);
 }
 
 #ifdef AMPGRAD_WITH_CUDA

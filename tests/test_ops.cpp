@@ -279,3 +279,27 @@ DEVICE_TEST_CASE("a 0-d tensor beside a dimensioned one promotes only across cat
   CHECK((t({2}, kFloat16) + t({1}, kFloat32)).dtype() == kFloat32);
   CHECK(vec(t({2}, kFloat16) + scalar_tensor(0.5, TensorOptions(kFloat64).device(dev))) == std::vector<double>{1.5, 1.5});
 }
+
+DEVICE_TEST_CASE("integer inputs of float-valued ops compute in float32, as in PyTorch") {
+  Tensor i = from_vector<int64_t>({0, 1, 4}).to(dev);
+  for (Tensor y : {exp(i), log(i), sqrt(i), tanh(i), sigmoid(i)}) CHECK(y.dtype() == kFloat32);
+  CHECK(vec(sqrt(i)) == std::vector<double>{0, 1, 2});
+  CHECK(vec(exp(from_vector<bool>({false}).to(dev))) == std::vector<double>{1});
+  CHECK(abs(i).dtype() == kInt64);  // sign-safe ops keep int64
+  CHECK_THROWS_WITH_AS(gelu(i), doctest::Contains("gelu: not defined for dtype int64"), Error);  // PyTorch refuses it too
+  // a fractional bound makes the result float32; whole bounds keep int64
+  Tensor c = clamp(i, 0.5, std::nullopt);
+  CHECK(c.dtype() == kFloat32);
+  CHECK(vec(c) == std::vector<double>{0.5, 1, 4});
+  CHECK(clamp(i, 1.0, 3.0).dtype() == kInt64);
+  CHECK(vec(clamp(i, 1.0, 3.0)) == std::vector<double>{1, 1, 3});
+}
+
+TEST_CASE("dims of 0-d tensors, and empty tensors' layout") {
+  Tensor s = scalar_tensor(3.0);
+  CHECK(vec(softmax(s, -1)) == std::vector<double>{1});
+  CHECK_THROWS_WITH_AS(softmax(s, 5), doctest::Contains("softmax: dim 5 out of range for shape []"), Error);
+  CHECK(transpose(s, 0, -1).item<double>() == 3);
+  CHECK_THROWS_WITH_AS(transpose(s, 3, 4), doctest::Contains("transpose: dim 3 out of range for a 0-d tensor"), Error);
+  CHECK(zeros({4, 3}).t().narrow(1, 0, 0).is_contiguous());  // an empty tensor is contiguous whatever its strides
+}
