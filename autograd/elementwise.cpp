@@ -53,7 +53,7 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = autocast(Op::mul, a_in, b_in);
   auto [a, b] = promote(a0, b0);
   Tensor out = kernels::binary(Binary::mul, a, b);
-  record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const Needs& need) {
+  record("mul", out, {a, b}, [a = Saved(a), b = Saved(b)](const Tensor& g, const Needs& need) {
     return grads(need[0] ? g * b : Tensor(), need[1] ? g * a : Tensor());
   });
   return out;
@@ -64,7 +64,7 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = promote(a0, b0);
   if (!a.is_floating_point()) { a = autograd::cast(a, kFloat32); b = autograd::cast(b, kFloat32); }  // true division
   Tensor out = kernels::binary(Binary::div, a, b);
-  record("div", out, {a, b}, [b = b.detach(), out = out.detach()](const Tensor& g, const Needs& need) {
+  record("div", out, {a, b}, [b = Saved(b), out = Saved(out)](const Tensor& g, const Needs& need) {
     Tensor ga = g / b;
     return grads(ga, need[1] ? -ga * out : Tensor());  // -g a / b² = -(g / b) * (a / b)
   });
@@ -83,7 +83,7 @@ template <class Backward>
 static Tensor unary_op(Op op, Unary k, const Tensor& x_in, Save what, Backward backward) {
   auto [x] = autocast(op, x_in);
   Tensor out = kernels::unary(k, x);
-  record(kernels::unary_name(k), out, {x}, [saved = (what == Save::input ? x : out).detach(), backward](const Tensor& g, const Needs&) {
+  record(kernels::unary_name(k), out, {x}, [saved = Saved(what == Save::input ? x : out), backward](const Tensor& g, const Needs&) {
     return grads(backward(g, saved));
   });
   return out;
@@ -127,7 +127,7 @@ Tensor gelu(const Tensor& x) {  // Φ(x) + x φ(x): tensor/scalar_math.h
 Tensor pow(const Tensor& x_in, double p) {  // d/dx x^p = p x^(p-1)
   auto [x] = autocast(Op::pow, x_in);
   Tensor out = kernels::pow_scalar(x, p);
-  record("pow", out, {x}, [x = x.detach(), p](const Tensor& g, const Needs&) {
+  record("pow", out, {x}, [x = Saved(x), p](const Tensor& g, const Needs&) {
     if (p == 0) return grads(zeros_like(g));  // x^0 = 1 everywhere, 0^-1 must not make a NaN
     return grads(p == 2 ? g * x * 2.0 : g * pow(x, p - 1) * p);
   });
@@ -140,7 +140,7 @@ Tensor clamp(const Tensor& x_in, std::optional<double> lo, std::optional<double>
   auto fractional = [](std::optional<double> b) { return b && *b != std::floor(*b); };
   Tensor x = x0.is_floating_point() || !(fractional(lo) || fractional(hi)) ? x0 : as_float(x0);
   Tensor out = kernels::clamp(x, lo, hi);
-  record("clamp", out, {x}, [x = x.detach(), lo, hi](const Tensor& g, const Needs&) {
+  record("clamp", out, {x}, [x = Saved(x), lo, hi](const Tensor& g, const Needs&) {
     Tensor zero = scalar_like(0, g), gx = g;  // gradient passes where lo <= x <= hi
     if (lo) gx = where(ge(x, scalar_like(*lo, x)), gx, zero);
     if (hi) gx = where(le(x, scalar_like(*hi, x)), gx, zero);
@@ -153,7 +153,7 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = autocast(Op::where, a_in, b_in);
   auto [a, b] = promote(a0, b0);
   Tensor out = kernels::where(cond, a, b);
-  record("where", out, {a, b}, [cond](const Tensor& g, const Needs& need) {
+  record("where", out, {a, b}, [cond = Saved(cond)](const Tensor& g, const Needs& need) {
     Tensor zero = scalar_like(0, g);
     return grads(need[0] ? where(cond, g, zero) : Tensor(), need[1] ? where(cond, zero, g) : Tensor());
   });

@@ -34,6 +34,17 @@ Node::~Node() {
   }
 }
 
+static thread_local const char* running_backward = "";  // the node whose backward runs now, for errors
+
+const Tensor& Saved::get() const {
+  AMPGRAD_CHECK(!tensor_.defined() || tensor_.version() == version_,
+                "backward of '" << running_backward << "': one of the variables needed for gradient computation has been modified "
+                "by an inplace operation: [" << dtype_name(tensor_.dtype()) << " " << shape_str(tensor_.shape()) << "] is at version "
+                << tensor_.version() << "; expected version " << version_ << " instead (an optimizer step or copy_ between "
+                "forward and backward?)");
+  return tensor_;
+}
+
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward) {
   if (!is_grad_enabled()) return;
   bool any = false;
@@ -115,6 +126,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
                                      << "Pass retain_graph=true to the first backward if you need to call it twice");
       Needs needs(n->edges.size());
       for (size_t i = 0; i < needs.size(); ++i) needs[i] = bool(n->edges[i]);
+      running_backward = n->name;
       gs = n->backward(g, needs);
       if (!retain_graph && !n->reusable) n->backward = nullptr;  // frees the saved tensors now
     }

@@ -22,7 +22,7 @@ static Tensor softmax_impl(Op op, const Tensor& x_in, int64_t dim, bool log) {
   Tensor moved = d == last ? x : x.detach().transpose(d, last);
   Tensor out = kernels::softmax_lastdim(moved, log);
   if (d != last) out = out.transpose(d, last);
-  record(name, out, {x}, [y = out.detach(), d, log](const Tensor& g, const Needs&) {
+  record(name, out, {x}, [y = Saved(out), d, log](const Tensor& g, const Needs&) {
     if (log) return grads(g - exp(y) * sum(g, {d}, true));  // d log_softmax: g − softmax · Σg
     return grads(y * (g - sum(g * y, {d}, true)));           // d softmax: y (g − Σ g y)
   });
@@ -66,7 +66,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, double eps) 
   kernels::scale_(loss, -(1 - eps) / N);
   if (eps > 0) kernels::axpy_(loss, kernels::sum(widened(logp), {}, false), -eps / (C * (double)N));
   loss = rounded_to(loss, logits.dtype());
-  record("cross_entropy", loss, {logits}, [logp, target, eps, N, C](const Tensor& g, const Needs&) {
+  record("cross_entropy", loss, {logits}, [logp, target = Saved(target), eps, N, C](const Tensor& g, const Needs&) {
     Tensor p = exp(logp), goal = one_hot(target, p) * (1 - eps);
     if (eps > 0) goal = goal + eps / C;
     return grads((p - goal) * scaled(g, 1.0 / N));
@@ -82,9 +82,9 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target) {
   Tensor loss = kernels::sum(widened(kernels::gather(logp, 1, target.unsqueeze(1))), {}, false);
   kernels::scale_(loss, -1.0 / N);
   loss = rounded_to(loss, logp.dtype());
-  record("nll_loss", loss, {logp}, [target, shape = logp.shape(), N](const Tensor& g, const Needs&) {
+  record("nll_loss", loss, {logp}, [target = Saved(target), shape = logp.shape(), N](const Tensor& g, const Needs&) {
     Tensor src = scaled(g, -1.0 / N).reshape({1, 1}).expand({N, 1}).contiguous();
-    return grads(kernels::scatter_add(shape, 1, target.unsqueeze(1), src));
+    return grads(kernels::scatter_add(shape, 1, target.get().unsqueeze(1), src));
   });
   return loss;
 }
@@ -109,13 +109,13 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
   const int64_t N = x.size(0), Cout = w.size(0), kh = w.size(2), kw = w.size(3);
   Tensor cols = kernels::im2col(x, kh, kw, stride, pad);
   const int64_t Ho = kernels::window_out_size(x.size(2), kh, stride, pad), Wo = kernels::window_out_size(x.size(3), kw, stride, pad);
-  Tensor w2 = w.detach().reshape({Cout, -1});
+  Tensor w2 = w.detach().reshape({Cout, -1});  // a view of w: saved with w's version
   Tensor out2 = kernels::bmm(cols, w2.t());  // (N·Ho·Wo, Cout)
   if (b.defined()) kernels::axpy_(out2, b, 1.0);
   Tensor out = empty({N, Cout, Ho, Wo}, TensorOptions(x.dtype()).device(x.device()));
   kernels::copy_(out, out2.view({N, Ho, Wo, Cout}).permute({0, 3, 1, 2}));
-  record("conv2d", out, {x, w, b}, [cols, w2, x_shape = x.shape(), w_shape = w.shape(), stride, pad](const Tensor& g, const Needs& need) {
-    Tensor g2 = g.permute({0, 2, 3, 1}).contiguous().view({-1, w2.size(0)});  // (N·Ho·Wo, Cout)
+  record("conv2d", out, {x, w, b}, [cols, w2 = Saved(w2), x_shape = x.shape(), w_shape = w.shape(), stride, pad](const Tensor& g, const Needs& need) {
+    Tensor g2 = g.permute({0, 2, 3, 1}).contiguous().view({-1, w_shape[0]});  // (N·Ho·Wo, Cout)
     return grads(need[0] ? kernels::col2im(kernels::bmm(g2, w2), x_shape, w_shape[2], w_shape[3], stride, pad) : Tensor(),
                  need[1] ? kernels::bmm(g2.t(), cols).view(w_shape) : Tensor(),
                  need[2] ? kernels::sum(g2, {0}, false) : Tensor());

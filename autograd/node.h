@@ -4,12 +4,13 @@
 // receives it. Every op has one differentiable output, so a node needs no output index.
 //
 //   Tensor out = kernels::unary(Unary::exp, x);
-//   record("exp", out, {x}, [y = out.detach()](const Tensor& g, const Needs&) {
+//   record("exp", out, {x}, [y = Saved(out)](const Tensor& g, const Needs&) {
 //     return grads(g * y);                 // d exp(x)/dx = exp(x): save the output
 //   });
 //
-// Saved tensors are captured detached: a saved tensor holding its own grad_fn would tie the
-// graph into a cycle (saving an output) or a recursion as deep as the graph (freeing it).
+// Tensors a backward reads are captured as Saved: detached (a saved tensor holding its own
+// grad_fn would tie the graph into a cycle, or a recursion as deep as the graph when freed),
+// and with their storage's version, so that reading one after an in-place write is an error.
 #pragma once
 #include <functional>
 #include <initializer_list>
@@ -42,6 +43,21 @@ struct Node {
 };
 
 template <class... Ts> Grads grads(Ts&&... ts) { return Grads{Tensor(std::forward<Ts>(ts))...}; }
+
+// A tensor saved for backward. Read through it (it converts to const Tensor&, or get() for a
+// member call) only inside the backward: if an in-place op (an optimizer step between forward
+// and backward, say) has written its storage since, the read raises PyTorch's error instead of
+// giving a silently wrong gradient.
+class Saved {
+ public:
+  Saved(const Tensor& t) : tensor_(t.defined() ? t.detach() : t), version_(t.defined() ? t.version() : 0) {}
+  operator const Tensor&() const { return get(); }
+  const Tensor& get() const;
+
+ private:
+  Tensor tensor_;
+  uint64_t version_;
+};
 
 // If grad mode is on and any input requires grad, attaches a Node to `out`.
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward);

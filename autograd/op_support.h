@@ -13,6 +13,7 @@ using autograd::autocast;
 using autograd::grads;
 using autograd::Needs;
 using autograd::record;
+using autograd::Saved;
 
 // g · factor, with the factor applied in float32 or wider. (g * factor would first round the
 // factor to g's dtype: 1/70000 is 0 in float16, and 1/0.9 is 1.1113.)

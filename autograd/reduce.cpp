@@ -62,7 +62,7 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) { retu
 static Tensor extreme_all(Op op, const Tensor& x_in, bool is_min) {
   auto [x] = autocast(op, x_in);
   Tensor out = kernels::max_dim(x.detach().reshape({-1}), 0, false, is_min).first;  // 0-d
-  record(is_min ? "min" : "max", out, {x}, [x = x.detach(), y = out.detach()](const Tensor& g, const Needs&) {
+  record(is_min ? "min" : "max", out, {x}, [x = Saved(x), y = Saved(out)](const Tensor& g, const Needs&) {
     // a NaN maximum came from the NaNs, which eq cannot find
     Tensor hit = to(where(ne(y, y), ne(x, x), eq(x, y)), g.dtype());
     return grads(hit * (g / sum(hit)));

@@ -66,6 +66,9 @@ void Optimizer::run_step(const Tensor& found_inf) {
   // a sync only if someone hands CPU parameters a GPU flag (or the reverse).
   const bool flag_on_device = device.is_cuda() && found_inf.defined() && found_inf.device() == device;
   if (found_inf.defined() && !flag_on_device && found_inf.item<float>() != 0.f) return;
+  // An in-place write like any other: a graph that saved a parameter may no longer read it.
+  // (On a GPU the kernels may still skip on found_inf; the version moves regardless.)
+  for (size_t i : active) params_[i].bump_version();
 
   const std::vector<std::string> names = buffer_names();
   for (size_t i : active) {

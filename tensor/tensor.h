@@ -28,6 +28,7 @@ struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Device device;
+  uint64_t version = 0;  // counts in-place writes, so autograd can tell a saved tensor was overwritten
   Storage(size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -82,6 +83,10 @@ class Tensor {
   bool is_floating_point() const { return ampgrad::is_floating_point(dtype()); }
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
   bool shares_storage(const Tensor& o) const { return impl().storage == o.impl().storage; }
+  // In-place writes (Tensor::add_ and its kin, an optimizer's step) bump the version of the
+  // storage, which every view of it shares; a backward checks the tensors it saved against it.
+  uint64_t version() const { return impl().storage->version; }
+  void bump_version() const { ++impl().storage->version; }
 
   // Raw element pointer (offset applied). T must match dtype(); raises otherwise.
   template <class T> T* data_ptr() const {

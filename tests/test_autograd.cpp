@@ -107,6 +107,42 @@ TEST_CASE("in-place updates are refused where the graph could see them") {
   CHECK(to_vector<float>(w) == std::vector<float>{0.5f, 0.5f});
 }
 
+DEVICE_TEST_CASE("a backward refuses a saved tensor written in place since, and only a saved one") {
+  // PyTorch's version counters: each in-place write bumps the storage's version, which views
+  // share; a backward that saved the tensor compares. Without them these gradients came out
+  // silently wrong ([2, 2, 2] and [6, 6, 6] instead of [1, 1, 1] and [2, 2, 2]).
+  auto w = [&] { return ones({3}).to(dev).requires_grad_(); };
+  const std::string modified = "has been modified by an inplace operation";
+  {
+    Tensor wa = w(), x = ones({3}).to(dev);
+    Tensor y = (wa * x).sum();
+    x.mul_(2);
+    CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains(("backward of 'mul': one of the variables needed for gradient computation " + modified).c_str()), Error);
+  }
+  {
+    Tensor wb = w();
+    Tensor y = (wb * wb).sum();
+    {
+      NoGradGuard g;
+      wb.mul_(3);  // an optimizer step between forward and backward
+    }
+    CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("is at version 1; expected version 0 instead"), Error);
+  }
+  {
+    Tensor wc = w(), x = ones({2, 3}).to(dev);
+    Tensor y = (wc * x).sum();
+    x.narrow(0, 1, 1).fill_(0);  // through a view: the storage is one
+    CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains(modified.c_str()), Error);
+  }
+  {
+    Tensor wd = w(), x = ones({3}).to(dev);
+    Tensor y = (wd + x).sum();  // add saves nothing: writing x is harmless, as in PyTorch
+    x.add_(x);
+    y.backward();
+    CHECK(vec(wd.grad()) == std::vector<double>{1, 1, 1});
+  }
+}
+
 DEVICE_TEST_CASE("casts carry gradients back to the source dtype") {
   Tensor w = from_vector<float>({1.5f, -2.f}).to(dev).requires_grad_();
   Tensor y = (w.to(kFloat16) * 4.0).sum();

@@ -300,3 +300,18 @@ DEVICE_TEST_CASE("end to end: Linear + mse_loss + SGD fits y = 2x + 1") {
   CHECK(fc->weight.item<double>() == doctest::Approx(2).epsilon(1e-4));
   CHECK(fc->bias.item<double>() == doctest::Approx(1).epsilon(1e-4));
 }
+
+DEVICE_TEST_CASE("an optimizer step between forward and backward makes that backward an error") {
+  manual_seed(3);
+  auto fc = std::make_shared<nn::Linear>(3, 2);
+  fc->to(dev);
+  optim::SGD opt(fc->parameters(), {.lr = 0.1});
+  Tensor x = randn({4, 3}).to(dev).requires_grad_();  // so that dx = G W reads the weight
+  fc->forward(x).sum().backward();
+  Tensor pending = fc->forward(x).sum();  // saved the weight at this version
+  opt.step();
+  CHECK_THROWS_WITH_AS(pending.backward(), doctest::Contains("backward of 'linear': one of the variables needed for gradient computation"), Error);
+  opt.zero_grad();
+  fc->forward(x).sum().backward();  // a forward after the step is fine
+  CHECK(fc->weight.grad().defined());
+}
