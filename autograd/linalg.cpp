@@ -2,6 +2,7 @@
 // For C = A B the gradients are dA = G Bᵀ and dB = Aᵀ G (G = dL/dC); the transposes are
 // views, read in place by the GEMM kernel. Letters: B batch, M/K/N matrix dims.
 #include "autograd/op_support.h"
+#include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
 
 namespace ampgrad {
 
@@ -25,20 +26,30 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   check_same_device("matmul", a0, b0);
   auto bad = [&] { return "matmul: cannot multiply shapes " + shape_str(a0.shape()) + " and " + shape_str(b0.shape()); };
   const int64_t da = a0.dim(), db = b0.dim();
-  AMPGRAD_CHECK(da >= 1 && db >= 1 && da <= 3 && db <= 3 && a0.size(-1) == b0.size(db == 1 ? 0 : -2), bad());
+  AMPGRAD_CHECK(da >= 1 && db >= 1 && a0.size(-1) == b0.size(db == 1 ? 0 : -2), bad());
   DType t = promote_types(a0.dtype(), b0.dtype());
   Tensor a = autograd::cast(a0, t), b = autograd::cast(b0, t);
   if (da == 1 && db == 1) return gemm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   if (da == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
   if (db == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
   if (da == 2 && db == 2) return gemm(a, b);
-  if (da == 3 && db == 2) {  // (B, M, K) @ (K, N): fold the batch into M
-    int64_t B = a.size(0), M = a.size(1);
-    return gemm(a.reshape({B * M, a.size(2)}), b).reshape({B, M, b.size(1)});
+  Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+  if (db == 2) {  // (..., M, K) @ (K, N): the batch dims fold into M, one GEMM
+    out_shape.push_back(b.size(1));
+    return gemm(a.reshape({-1, a.size(-1)}), b).reshape(out_shape);
   }
-  if (da == 2) return gemm(a.unsqueeze(0).expand({b.size(0), -1, -1}), b);
-  AMPGRAD_CHECK(a.size(0) == b.size(0), bad());
-  return gemm(a, b);
+  // (..., M, K) @ (..., K, N): the batch dims broadcast as in PyTorch, and both operands are
+  // expanded to them (expand's backward sums the gradient back) as one (B, M, K) @ (B, K, N).
+  const Shape batch = cpu::broadcast_shapes("matmul", Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2));
+  auto batched = [&](const Tensor& x) {
+    Shape full = batch;
+    full.insert(full.end(), x.shape().end() - 2, x.shape().end());
+    return x.expand(full).reshape({-1, x.size(-2), x.size(-1)});
+  };
+  out_shape = batch;
+  out_shape.push_back(a.size(-2));
+  out_shape.push_back(b.size(-1));
+  return gemm(batched(a), batched(b)).reshape(out_shape);
 }
 
 // y = x Wᵀ + b.   x (N, Din), weight (Dout, Din), bias (Dout) -> y (N, Dout)

@@ -170,6 +170,8 @@ std::vector<OpCase> op_table() {
        [](In i) { return matmul(select(reshape(i[0], {5, 16, 2}), 2, 0), i[1]); }},  // strides (32, 2)
       {"matmul batched", {{3, 5, 16}, {3, 16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
       {"matmul batched (B,M,K)(K,N)", {{3, 5, 16}, {16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
+      // a's gradient sums N·B = 21 products over the broadcast batch
+      {"matmul broadcast batch (1,M,K)(B,K,N)", {{1, 5, 16}, {3, 16, 7}}, -1, 1, 21, simple, [](In i) { return matmul(i[0], i[1]); }},
       {"linear", {{6, 16}, {5, 16}, {5}}, -1, 1, 16, simple, [](In i) { return linear(i[0], i[1], i[2]); }},
       // ---- neural-network ops
       {"softmax last dim", {{4, 9}}, -3, 3, 9, simple, [](In i) { return softmax(i[0], 1); }},

@@ -104,6 +104,18 @@ DEVICE_TEST_CASE("matmul: every rank combination, values and gradients") {
   CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {2, 3, 4}), r(dev, {4, 5})}));
   CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {3, 4}), r(dev, {2, 4, 5})}));
   CHECK(gradcheck([&](In i) { return matmul(i[0].t(), i[1]); }, {r(dev, {4, 3}), r(dev, {4, 2})}));  // strided operand
+  // batch dims broadcast, at any rank, as in PyTorch
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {1, 2, 3}), r(dev, {4, 3, 5})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {2, 1, 3, 4}), r(dev, {3, 4, 2})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {2, 2, 3, 4}), r(dev, {4})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {3}), r(dev, {2, 2, 3, 4})}));
+  CHECK(gradcheck([&](In i) { return matmul(i[0], i[1]); }, {r(dev, {2, 2, 3, 4}), r(dev, {4, 2})}));
+  Tensor x4 = r(dev, {2, 1, 3, 4}), y3 = r(dev, {3, 4, 2});
+  Tensor xy = matmul(x4, y3);  // (2, 3, 3, 2): out[i, j] = x4[i, 0] @ y3[j]
+  CHECK(xy.shape() == Shape{2, 3, 3, 2});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j) close(vec(xy.select(0, i).select(0, j)), vec(matmul(x4.select(0, i).select(0, 0), y3.select(0, j))));
+  CHECK_THROWS_WITH_AS(matmul(ones({2, 3, 4}), ones({3, 4, 5})), doctest::Contains("matmul: shapes [2] and [3] cannot be broadcast"), Error);
   CHECK(gradcheck([&](In i) { return linear(i[0], i[1], i[2]); }, {r(dev, {5, 3}), r(dev, {2, 3}), r(dev, {2})}));
   CHECK(gradcheck([&](In i) { return linear(i[0], i[1]); }, {r(dev, {2, 5, 3}), r(dev, {2, 3})}));
   close(vec(linear(a, from_vector<double>({1, 1, 1}, {1, 3}).to(dev), from_vector<double>({0.5}).to(dev))), {6.5, 15.5});
