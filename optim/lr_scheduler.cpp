@@ -5,6 +5,14 @@
 
 namespace ampgrad::optim {
 
+void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
+  for (const char* key : {"base_lr", "last_epoch"})
+    AMPGRAD_CHECK(state.count(key), "LRScheduler::load_state_dict: missing key '" << key << "'");
+  AMPGRAD_CHECK(state.at("last_epoch") >= 0, "LRScheduler::load_state_dict: last_epoch must be >= 0, got " << state.at("last_epoch"));
+  base_lr_ = state.at("base_lr");
+  last_epoch_ = int64_t(state.at("last_epoch"));
+}
+
 StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma) : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
   AMPGRAD_CHECK(step_size >= 1, "StepLR: step_size must be >= 1, got " << step_size);
 }

@@ -5,7 +5,14 @@
 //
 //   optim::StepLR sched(opt, /*step_size=*/10, /*gamma=*/0.5);
 //   for (int epoch = 0; epoch < 30; ++epoch) { train_one_epoch(); sched.step(); }
+//
+// To resume, save state_dict() beside the optimizer's and load both into fresh objects: the
+// base rate and the epoch count come back (a fresh scheduler alone would take the optimizer's
+// current rate as its base).
 #pragma once
+#include <map>
+#include <string>
+
 #include "optim/optimizer.h"
 
 namespace ampgrad::optim {
@@ -17,6 +24,8 @@ class LRScheduler {
   void step() { optimizer_.set_lr(lr_at(++last_epoch_)); }  // call once per epoch, after training it
   double get_last_lr() const { return optimizer_.lr(); }
   int64_t last_epoch() const { return last_epoch_; }
+  std::map<std::string, double> state_dict() const { return {{"base_lr", base_lr_}, {"last_epoch", double(last_epoch_)}}; }
+  void load_state_dict(const std::map<std::string, double>& state);
 
  protected:
   virtual double lr_at(int64_t epoch) const = 0;

@@ -283,6 +283,23 @@ TEST_CASE("StepLR and CosineAnnealingLR follow PyTorch's closed forms") {
   got = {opt2.lr()};
   for (int e = 1; e <= 5; ++e) { cosine.step(); got.push_back(cosine.get_last_lr()); }
   close(got, {1.1, 0.9535533905932737, 0.6, 0.24644660940672622, 0.1, 0.24644660940672622});
+
+  // Resumed after 2 epochs into a fresh optimizer (its lr from the checkpoint: 0.6) and a fresh
+  // scheduler, the schedule goes on as if never stopped; the fresh scheduler alone would take
+  // 0.6 as its base.
+  optim::SGD opt3({p}, {.lr = 1.1});
+  optim::CosineAnnealingLR first(opt3, 4, 0.1);
+  first.step();
+  first.step();
+  optim::SGD opt4({p}, {.lr = 1.1});
+  opt4.load_state_dict(opt3.state_dict());
+  optim::CosineAnnealingLR resumed(opt4, 4, 0.1);
+  resumed.load_state_dict(first.state_dict());
+  got = {opt4.lr()};
+  for (int e = 3; e <= 5; ++e) { resumed.step(); got.push_back(resumed.get_last_lr()); }
+  close(got, {0.6, 0.24644660940672622, 0.1, 0.24644660940672622});
+  CHECK(resumed.last_epoch() == 5);
+  CHECK_THROWS_WITH_AS(resumed.load_state_dict({{"base_lr", 1}}), doctest::Contains("missing key 'last_epoch'"), Error);
 }
 
 DEVICE_TEST_CASE("end to end: Linear + mse_loss + SGD fits y = 2x + 1") {
