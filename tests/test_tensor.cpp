@@ -368,6 +368,35 @@ TEST_CASE("CPU kernels split between threads give each element's one-thread valu
   }
 }
 
+TEST_CASE("CPU half sums and bias adds widen in one pass: float32 arithmetic in order, rounded once") {
+  // The widened paths must give what converting element by element gave: a float32 accumulator
+  // running in order down each column (or along each row), and y + x in float32, rounded once.
+  manual_seed(12);
+  const int64_t M = 37, N = 300;
+  for (DType t : {kFloat16, kBFloat16}) {
+    Tensor x = randn({M, N}).to(t), b = randn({N}).to(t);
+    std::vector<float> xv = to_vector<float>(x), bv = to_vector<float>(b);
+    std::vector<float> col = to_vector<float>(sum(x, {0})), row = to_vector<float>(sum(x, {1}));
+    for (int64_t j = 0; j < N; ++j) {
+      float acc = 0;
+      for (int64_t i = 0; i < M; ++i) acc += xv[i * N + j];
+      REQUIRE(col[j] == to_vector<float>(scalar_tensor(acc).to(t))[0]);
+    }
+    for (int64_t i = 0; i < M; ++i) {
+      float acc = 0;
+      for (int64_t j = 0; j < N; ++j) acc += xv[i * N + j];
+      REQUIRE(row[i] == to_vector<float>(scalar_tensor(acc).to(t))[0]);
+    }
+    Tensor y = x.clone();
+    {
+      NoGradGuard g;
+      y.add_(b, 0.5);  // (M, N) += 0.5 · (N): broadcast, as a half linear adds its bias
+    }
+    std::vector<float> yv = to_vector<float>(y);
+    for (int64_t k = 0; k < M * N; ++k) REQUIRE(yv[k] == to_vector<float>(scalar_tensor(xv[k] + 0.5f * bv[k % N]).to(t))[0]);
+  }
+}
+
 TEST_CASE("the CPU allocator hands a freed large block back for the same size") {
   cpu::empty_cache();
   void* p;

@@ -191,6 +191,11 @@ void fill_(const Tensor& dst, double value) {
 }
 
 void axpy_(const Tensor& y, const Tensor& x, double alpha) {  // arguments checked in tensor/kernels.cpp
+  if (widen_first({&y}) && x.is_contiguous()) {  // as unary and binary do (a linear's half bias add)
+    Tensor yf = contiguous_copy(y, kFloat32);
+    cpu::axpy_(yf, contiguous_copy(x, kFloat32), alpha);
+    return cpu::copy_(y, yf);
+  }
   dispatch(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;

@@ -6,11 +6,23 @@
 #include <cmath>
 #include <numeric>
 
+#include "tensor/cpu/half_convert.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
 
 namespace ampgrad::cpu {
 using namespace ampgrad::kernels;
+
+// A run of n contiguous elements as opmath values: float16/bfloat16 runs are widened in one
+// vectorised pass into buf (half_convert.h), a scalar conversion per element being several
+// times slower; other types are read where they are, or converted one by one (bool).
+template <class T> static const opmath_t<T>* as_opmath(const T* src, int64_t n, std::vector<opmath_t<T>>& buf) {
+  if constexpr (std::is_same_v<opmath_t<T>, T>) return src;
+  buf.resize(n);
+  if constexpr (has_convert_contiguous<opmath_t<T>, T>) convert_contiguous(buf.data(), src, n);
+  else std::copy(src, src + n, buf.begin());
+  return buf.data();
+}
 
 // accumulator type: double for float32/float64 sums, float for half, int64 for integers
 template <class T> using acc_t = std::conditional_t<std::is_floating_point_v<opmath_t<T>>, std::conditional_t<std::is_same_v<opmath_t<T>, float> && !std::is_same_v<T, float>, float, double>, int64_t>;
@@ -59,19 +71,25 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
     if (leading && rows > 1) {  // out[j] = sum_i x[i, j]: accumulate whole rows, no transpose
       const T* p = (const T*)x.raw_data();
       parallel_for(rows, R, [&](int64_t begin, int64_t end) {  // threads take columns
-        std::vector<Acc> acc(end - begin, Acc(0));
-        for (int64_t i = 0; i < R; ++i)
-          for (int64_t j = begin; j < end; ++j) acc[j - begin] += Acc(opmath_t<T>(p[i * rows + j]));
-        for (int64_t j = begin; j < end; ++j) o[j] = O(opmath_t<O>(acc[j - begin]));
+        const int64_t n = end - begin;
+        std::vector<Acc> acc(n, Acc(0));
+        std::vector<opmath_t<T>> buf;
+        for (int64_t i = 0; i < R; ++i) {
+          const opmath_t<T>* row = as_opmath(p + i * rows + begin, n, buf);
+          for (int64_t j = 0; j < n; ++j) acc[j] += Acc(row[j]);
+        }
+        for (int64_t j = 0; j < n; ++j) o[begin + j] = O(opmath_t<O>(acc[j]));
       });
       return;
     }
     Tensor c = contiguous_copy(moved);
     const T* p = (const T*)c.raw_data();
     parallel_for(rows, R, [&](int64_t begin, int64_t end) {
+      std::vector<opmath_t<T>> buf;
       for (int64_t r = begin; r < end; ++r) {
+        const opmath_t<T>* row = as_opmath(p + r * R, R, buf);
         Acc acc(0);
-        for (int64_t i = 0; i < R; ++i) acc += Acc(opmath_t<T>(p[r * R + i]));
+        for (int64_t i = 0; i < R; ++i) acc += Acc(row[i]);
         o[r] = O(opmath_t<O>(acc));
       }
     });
