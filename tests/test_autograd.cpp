@@ -15,8 +15,11 @@ DEVICE_TEST_CASE("gradients accumulate across backward calls") {
   Tensor x = from_vector<double>({1, 2, 3}).to(dev).requires_grad_();
   (x * x).sum().backward();
   CHECK(vec(x.grad()) == std::vector<double>{2, 4, 6});
+  Tensor first = x.grad();
   (x * 3.0).sum().backward();
   CHECK(vec(x.grad()) == std::vector<double>{5, 7, 9});
+  CHECK(x.grad().is_same(first));  // added in place, as in PyTorch: an earlier handle sees the sum
+  CHECK(vec(first) == std::vector<double>{5, 7, 9});
 }
 
 DEVICE_TEST_CASE("a tensor used twice receives the sum of both paths") {
