@@ -92,19 +92,26 @@ TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {
   }
 }
 
-TEST_CASE("a checkpoint of another model is refused, naming both") {
-  TempDir dir;
-  write_synthetic_mnist(dir);
+// One epoch of the MLP on the first 64 samples, saved; returns its settings, set to resume from it.
+static mnist::TrainConfig saved_small_run(const TempDir& dir) {
   mnist::TrainConfig c;
   c.data_dir = dir.path.string();
   c.epochs = 1;
   c.limit_train = 64;
-  c.save_path = dir / "mlp.safetensors";
+  c.save_path = dir / "small.safetensors";
   std::ostringstream log;
   mnist::train(c, log);
-  c.model = "cnn";
   c.resume_path = c.save_path;
   c.save_path.clear();
+  return c;
+}
+
+TEST_CASE("a checkpoint of another model is refused, naming both") {
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  mnist::TrainConfig c = saved_small_run(dir);
+  c.model = "cnn";
+  std::ostringstream log;
   CHECK_THROWS_WITH_AS(mnist::train(c, log), doctest::Contains("checkpoint is of model=mlp optimizer=sgd, this run uses model=cnn"), Error);
 }
 
@@ -130,18 +137,10 @@ TEST_CASE("an epoch's last accumulation group, short of accum_steps, steps on th
 TEST_CASE("resuming with a setting that reorders the batches says so") {
   TempDir dir;
   write_synthetic_mnist(dir);
-  mnist::TrainConfig c;
-  c.data_dir = dir.path.string();
-  c.epochs = 1;
-  c.limit_train = 64;
-  c.save_path = dir / "ck.safetensors";
-  std::ostringstream log;
-  mnist::train(c, log);
+  mnist::TrainConfig c = saved_small_run(dir);
   c.epochs = 2;
   c.seed = 1;
   c.batch_size = 16;
-  c.resume_path = c.save_path;
-  c.save_path.clear();
   std::ostringstream resumed_log;
   mnist::train(c, resumed_log);
   CHECK(resumed_log.str().find("was trained with seed=0, this run uses seed=1") != std::string::npos);
