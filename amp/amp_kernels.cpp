@@ -25,6 +25,8 @@ void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, const Tenso
     AMPGRAD_CHECK(g.dtype() == kFloat32 && g.is_contiguous() && g.device() == device,
                   "non_finite_check_and_unscale_: gradients must be contiguous float32 on " << device.str() << ", got "
                                                                                              << dtype_name(g.dtype()) << " on " << g.device().str());
+  for (const Tensor& t : grads) t.bump_version();  // written in place, as by any in-place op
+  found_inf.bump_version();
 #ifdef AMPGRAD_WITH_CUDA
   if (device.is_cuda()) {
     std::vector<cuda::GradSpan> spans;
@@ -50,6 +52,8 @@ void update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tens
   require_scalar("update_scale_", scale, kFloat32, device);
   require_scalar("update_scale_", growth_tracker, kInt64, device);
   require_scalar("update_scale_", found_inf, kFloat32, device);
+  scale.bump_version();  // written in place: a graph that saved the scale (scaler.scale's mul) sees it
+  growth_tracker.bump_version();
 #ifdef AMPGRAD_WITH_CUDA
   if (device.is_cuda()) {
     cuda::DeviceGuard guard(device.index);

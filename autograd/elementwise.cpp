@@ -3,8 +3,6 @@
 // Mixed dtypes promote (PyTorch's rule) through differentiable casts before the kernel, so
 // each gradient comes back in its input's dtype; broadcast gradients are summed back to the
 // input's shape by the engine.
-#include <cmath>
-
 #include "autograd/op_support.h"
 
 namespace ampgrad {
@@ -134,11 +132,12 @@ Tensor pow(const Tensor& x_in, double p) {  // d/dx x^p = p x^(p-1)
   return out;
 }
 
-Tensor clamp(const Tensor& x_in, std::optional<double> lo, std::optional<double> hi) {
+Tensor clamp(const Tensor& x_in, std::optional<Scalar> min, std::optional<Scalar> max) {
   auto [x0] = autocast(Op::clamp, x_in);
-  // a fractional bound makes an integer x float32 (PyTorch's result_type), instead of truncating
-  auto fractional = [](std::optional<double> b) { return b && *b != std::floor(*b); };
-  Tensor x = x0.is_floating_point() || !(fractional(lo) || fractional(hi)) ? x0 : as_float(x0);
+  // a bound written as a float makes an integer x float32 (PyTorch's result_type): clamp(i, 2.0)
+  auto is_float = [](const std::optional<Scalar>& b) { return b && !b->integral; };
+  Tensor x = x0.is_floating_point() || !(is_float(min) || is_float(max)) ? x0 : as_float(x0);
+  const std::optional<double> lo = min ? std::optional(min->value) : std::nullopt, hi = max ? std::optional(max->value) : std::nullopt;
   Tensor out = kernels::clamp(x, lo, hi);
   record("clamp", out, {x}, [x = Saved(x), lo, hi](const Tensor& g, const Needs&) {
     Tensor zero = scalar_like(0, g), gx = g;  // gradient passes where lo <= x <= hi

@@ -81,15 +81,16 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 // see (its handle is the last one, its storage backs no other tensor: a GEMM's or a reduction's
 // output, the usual case for a weight) is adopted as it is; anything else (add's backward hands
 // the same g to both inputs; the user may hold the gradient passed to backward) is copied, so a
-// .grad never aliases another tensor. Later gradients are added into it in place, as PyTorch's
-// AccumulateGrad does: a handle to .grad sees the sum, and accumulating allocates nothing.
+// .grad aliases no other tensor. Later gradients are added into it in place, as PyTorch's
+// AccumulateGrad does: a handle to .grad sees the sum, and accumulating allocates nothing. (A
+// .grad the user set with set_grad may be any view, even one g overlaps: that one is replaced
+// by the sum instead.)
 static void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
   AMPGRAD_CHECK(g.dtype() == leaf.dtype, "backward: gradient dtype " << dtype_name(g.dtype()) << " does not match the leaf's " << dtype_name(leaf.dtype));
-  if (leaf.grad) {
-    const Tensor grad(leaf.grad);
-    kernels::axpy_(grad, g, 1.0);
-    grad.bump_version();
-  } else if (g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().is_view && g.is_contiguous())
+  const Tensor grad(leaf.grad);
+  if (grad.defined() && grad.is_contiguous() && !grad.shares_storage(g)) kernels::axpy_(grad, g, 1.0);
+  else if (grad.defined()) leaf.grad = (grad + g).impl_ptr();
+  else if (g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().is_view && g.is_contiguous())
     leaf.grad = g.impl_ptr();
   else leaf.grad = g.clone().impl_ptr();
 }

@@ -13,11 +13,10 @@ namespace ampgrad {
 static Tensor softmax_impl(Op op, const Tensor& x_in, int64_t dim, bool log) {
   auto [x] = autocast(op, x_in);
   const char* name = log ? "log_softmax" : "softmax";
-  AMPGRAD_CHECK(dim >= -std::max<int64_t>(x.dim(), 1) && dim < std::max<int64_t>(x.dim(), 1),
-                name << ": dim " << dim << " out of range for shape " << shape_str(x.shape()));
+  const int64_t n = std::max<int64_t>(x.dim(), 1);  // a 0-d x takes dim 0 or -1, as in PyTorch
+  AMPGRAD_CHECK(dim >= -n && dim < n, name << ": dim " << dim << " out of range for shape " << shape_str(x.shape()));
   if (x.dim() == 0) return softmax_impl(op, x.reshape({1}), 0, log).reshape({});
-  int64_t d = dim < 0 ? dim + x.dim() : dim;
-  AMPGRAD_CHECK(d >= 0 && d < x.dim(), name << ": dim " << dim << " out of range for shape " << shape_str(x.shape()));
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
   const int64_t last = x.dim() - 1;
   Tensor moved = d == last ? x : x.detach().transpose(d, last);
   Tensor out = kernels::softmax_lastdim(moved, log);

@@ -18,6 +18,17 @@
 
 namespace ampgrad {
 
+// A number beside a tensor in an op (x * 2, 1.5 - x), as PyTorch's Scalar: it remembers whether
+// it was written as an integer, which decides the result type for an integer or bool tensor:
+// int64 for x * 2, float32 for x * 2.0. A floating tensor keeps its own dtype either way.
+struct Scalar {
+  double value;
+  bool integral;
+  template <class T>
+    requires(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+  Scalar(T v) : value(double(v)), integral(std::is_integral_v<T>) {}
+};
+
 // ---- elementwise (broadcasting; mixed dtypes promote as in PyTorch) ----
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
@@ -33,7 +44,7 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x);
-Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);  // a float bound makes an integer x float32
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // comparisons give bool and carry no gradient
 Tensor eq(const Tensor& a, const Tensor& b);
@@ -43,16 +54,6 @@ Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 
-// A number beside a tensor in an op (x * 2, 1.5 - x), as PyTorch's Scalar: it remembers whether
-// it was written as an integer, which decides the result type for an integer or bool tensor:
-// int64 for x * 2, float32 for x * 2.0. A floating tensor keeps its own dtype either way.
-struct Scalar {
-  double value;
-  bool integral;
-  template <class T>
-    requires(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
-  Scalar(T v) : value(double(v)), integral(std::is_integral_v<T>) {}
-};
 // The scalar as a 0-d tensor on like's device, in the dtype the rule above gives.
 Tensor scalar_like(Scalar value, const Tensor& like);
 Tensor operator+(const Tensor& a, const Tensor& b);

@@ -75,12 +75,11 @@ Tensor Tensor::sigmoid() const { return ampgrad::sigmoid(*this); }
 Tensor Tensor::relu() const { return ampgrad::relu(*this); }
 
 // In-place updates are for optimizers and initialisers: they are not differentiable, so they are
-// refused wherever a graph may be recorded through the tensor. Each bumps the storage's
-// version: a backward that saved this tensor (autograd::Saved) then refuses to read it.
+// refused wherever a graph may be recorded through the tensor. (The kernels bump the storage's
+// version: a backward that saved this tensor, autograd::Saved, then refuses to read it.)
 static void check_inplace(const char* op, const Tensor& t) {
   AMPGRAD_CHECK(!(is_grad_enabled() && t.requires_grad()),
                 op << ": a tensor that requires grad cannot be modified in place while grad mode is on; wrap the update in NoGradGuard");
-  t.bump_version();
 }
 Tensor& Tensor::zero_() { return fill_(0.0); }
 Tensor& Tensor::fill_(double v) { check_inplace("fill_", *this); kernels::fill_(*this, v); return *this; }

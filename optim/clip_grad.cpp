@@ -22,10 +22,11 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, bool 
   }
   if (!sum_sq.defined()) return zeros({}, dtype);
   Tensor total = sqrt(sum_sq);
-  if (error_if_nonfinite)
-    AMPGRAD_CHECK(std::isfinite(total.item<double>()),
-                  "clip_grad_norm_: the total norm of the gradients is " << total.item<double>()
-                  << ", so it cannot be clipped; to scale the gradients by it anyway, set error_if_nonfinite = false");
+  if (error_if_nonfinite) {
+    const double norm = total.item<double>();
+    AMPGRAD_CHECK(std::isfinite(norm), "clip_grad_norm_: the total norm of the gradients is "
+                                           << norm << ", so it cannot be clipped; to scale the gradients by it anyway, set error_if_nonfinite = false");
+  }
   const Tensor clip_coef = clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);  // 1 when already within max_norm
   for (const Tensor& p : params)
     if (Tensor g = p.grad(); g.defined()) g.copy_(g * clip_coef);

@@ -1,5 +1,7 @@
 // kernels.cpp — device dispatch: every primitive checks that its tensors share one device and
 // forwards to that device's backend. The only place that knows which backends exist.
+#include <algorithm>
+
 #include "tensor/backends.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
 #include "tensor/elementwise_ops.h"
@@ -81,17 +83,57 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   AMPGRAD_CHECK(a.dtype() == b.dtype(), "where: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
   return DISPATCH("where", where(c, a, b), &c, &a, &b);
 }
-void fill_(const Tensor& dst, double v) { DISPATCH("fill_", fill_(dst, v), &dst); }
-// In-place updates, checked here once for every backend.
+// ---- in-place writes ----
+// PyTorch's rules for a tensor written in place: no two of its elements may share memory (an
+// expanded view: several threads would write one place), and a source may not partly overlap
+// it (the result would depend on the order of the walk). Each write bumps the storage's
+// version, which a backward checks the tensors it saved against (autograd::Saved).
+
+// Whether t's elements fill a block of memory with no gaps and no sharing, in some dim order.
+static bool is_dense(const Tensor& t) {
+  Shape dims;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.shape()[d] != 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return t.strides()[a] < t.strides()[b]; });
+  int64_t expected = 1;
+  for (int64_t d : dims) {
+    if (t.strides()[d] != expected) return false;
+    expected *= t.shape()[d];
+  }
+  return true;
+}
+
+static void check_written(const char* op, const Tensor& dst, const Tensor* src = nullptr) {
+  for (int64_t d = 0; d < dst.dim() && dst.numel() > 0; ++d)
+    AMPGRAD_CHECK(dst.strides()[d] != 0 || dst.shape()[d] <= 1, op << ": unsupported operation: more than one element of the written-to tensor "
+                                                                      "refers to a single memory location (an expanded view); clone() it first");
+  // Two dense tensors on one storage whose byte ranges meet, unless they are the same view. (As
+  // PyTorch, strided ones are not judged: their ranges may interleave without sharing.)
+  if (src && src->numel() > 0 && dst.numel() > 0 && dst.shares_storage(*src) && is_dense(dst) && is_dense(*src)) {
+    const int64_t a = dst.storage_offset() * (int64_t)dst.element_size(), a_end = a + dst.numel() * (int64_t)dst.element_size();
+    const int64_t b = src->storage_offset() * (int64_t)src->element_size(), b_end = b + src->numel() * (int64_t)src->element_size();
+    const bool same_view = a == b && a_end == b_end && dst.strides() == src->strides() && dst.dtype() == src->dtype();
+    AMPGRAD_CHECK(same_view || a_end <= b || b_end <= a, op << ": unsupported operation: some elements of the input tensor and the written-to "
+                                                            "tensor refer to a single memory location; clone() the input first");
+  }
+  dst.bump_version();
+}
+
+void fill_(const Tensor& dst, double v) {
+  check_written("fill_", dst);
+  DISPATCH("fill_", fill_(dst, v), &dst);
+}
 void axpy_(const Tensor& y, const Tensor& x, double alpha) {
   AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
   AMPGRAD_CHECK(y.dtype() != kBool, "add_: not defined for dtype bool");
   AMPGRAD_CHECK(cpu::broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
                 "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
+  check_written("add_", y, &x);
   DISPATCH("add_", axpy_(y, x, alpha), &y, &x);
 }
 void scale_(const Tensor& y, double f) {
   AMPGRAD_CHECK(y.dtype() != kBool, "mul_: not defined for dtype bool");
+  check_written("mul_", y);
   DISPATCH("mul_", scale_(y, f), &y);
 }
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return DISPATCH("sum", sum(x, dims, keepdim), &x); }
@@ -171,6 +213,7 @@ std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, int64_t k, int64_t s) {
 void copy_(const Tensor& dst, const Tensor& src) {
   AMPGRAD_CHECK(numel_of(cpu::broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
                 "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
+  check_written("copy_", dst, &src);
 #ifdef AMPGRAD_WITH_CUDA
   if (dst.device().is_cuda() || src.device().is_cuda()) {
     cuda::DeviceGuard guard(dst.device().is_cuda() ? dst.device().index : src.device().index);

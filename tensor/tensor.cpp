@@ -22,7 +22,7 @@ const char* device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu"
 namespace cuda {  // without the backend: no devices (tensor/cuda/runtime.cpp otherwise)
 bool is_available() { return false; }
 int device_count() { return 0; }
-std::string unavailable_reason() { return "ampgrad was built without the CUDA backend"; }
+std::string unavailable_reason() { return "no CUDA device: ampgrad was built without the CUDA backend"; }
 }  // namespace cuda
 #endif
 
@@ -213,6 +213,19 @@ struct Formatter {
     return os.str();
   }
 };
+// What a summarised print shows (the first and last 3 along every dim longer than 6): all that
+// PyTorch's formatter measures widths and picks scientific notation from.
+std::vector<double> shown(const std::vector<double>& v, const Shape& shape) {
+  std::vector<double> out;
+  Shape idx(shape.size(), 0);
+  for (double x : v) {
+    bool keep = true;
+    for (size_t d = 0; d < shape.size() && keep; ++d) keep = shape[d] <= 6 || idx[d] < 3 || idx[d] >= shape[d] - 3;
+    if (keep) out.push_back(x);
+    for (int64_t d = (int64_t)shape.size() - 1; d >= 0 && ++idx[d] == shape[d]; --d) idx[d] = 0;
+  }
+  return out;
+}
 void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& shape, size_t d, int64_t off,
                const Formatter& f, int indent, bool summarize, bool is_bool) {
   if (shape.empty()) { os << f.str(v[0]); return; }
@@ -221,7 +234,7 @@ void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& shap
   os << "[";
   for (int64_t i = 0; i < n; ++i) {
     if (summarize && n > 6 && i == 3) {
-      os << "...";
+      os << (d + 1 == shape.size() ? " ..." : "...");  // as torch/_tensor_str.py writes them
       i = n - 3;
       os << (d + 1 == shape.size() ? ", " : ",\n" + std::string(indent + 1, ' '));
     }
@@ -242,8 +255,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
   std::vector<double> v = to_vector<double>(t);
   bool is_bool = t.dtype() == kBool;
-  Formatter f(v, t.is_floating_point());
-  if (is_bool) f.width = std::any_of(v.begin(), v.end(), [](double x) { return x == 0; }) ? 5 : 4;
+  const bool summarize = t.numel() > 1000;
+  const std::vector<double> measured = summarize ? shown(v, t.shape()) : v;
+  Formatter f(measured, t.is_floating_point());
+  if (is_bool) f.width = std::any_of(measured.begin(), measured.end(), [](double x) { return x == 0; }) ? 5 : 4;
   os << "tensor(";
   if (t.numel() == 0) {  // no elements to show the shape or the dtype by, so both are named
     os << "[]";
@@ -254,7 +269,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
     }
     if (t.dtype() != kFloat32) os << ", dtype=" << dtype_name(t.dtype());
   } else {
-    print_rec(os, v, t.shape(), 0, 0, f, 7, t.numel() > 1000, is_bool);
+    print_rec(os, v, t.shape(), 0, 0, f, 7, summarize, is_bool);
     if (t.dtype() != kFloat32 && t.dtype() != kInt64 && t.dtype() != kBool) os << ", dtype=" << dtype_name(t.dtype());
   }
   if (!t.device().is_cpu()) os << ", device='" << t.device().str() << "'";

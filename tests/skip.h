@@ -11,4 +11,4 @@
     MESSAGE("SKIPPED: " << reason);         \
     return;                                 \
   }
-#define SKIP_WITHOUT_GPU() SKIP_TEST_IF(!::ampgrad::cuda::is_available(), "no CUDA device: " << ::ampgrad::cuda::unavailable_reason())
+#define SKIP_WITHOUT_GPU() SKIP_TEST_IF(!::ampgrad::cuda::is_available(), ::ampgrad::cuda::unavailable_reason())

@@ -299,12 +299,13 @@ DEVICE_TEST_CASE("integer inputs of float-valued ops compute in float32, as in P
   CHECK(vec(exp(from_vector<bool>({false}).to(dev))) == std::vector<double>{1});
   CHECK(abs(i).dtype() == kInt64);  // sign-safe ops keep int64
   CHECK_THROWS_WITH_AS(gelu(i), doctest::Contains("gelu: not defined for dtype int64"), Error);  // PyTorch refuses it too
-  // a fractional bound makes the result float32; whole bounds keep int64
+  // a bound written as a float makes the result float32; integer bounds keep int64
   Tensor c = clamp(i, 0.5, std::nullopt);
   CHECK(c.dtype() == kFloat32);
   CHECK(vec(c) == std::vector<double>{0.5, 1, 4});
-  CHECK(clamp(i, 1.0, 3.0).dtype() == kInt64);
-  CHECK(vec(clamp(i, 1.0, 3.0)) == std::vector<double>{1, 1, 3});
+  CHECK(clamp(i, 1.0, 3.0).dtype() == kFloat32);
+  CHECK(clamp(i, 1, 3).dtype() == kInt64);
+  CHECK(vec(clamp(i, 1, 3)) == std::vector<double>{1, 1, 3});
 }
 
 TEST_CASE("dims of 0-d tensors, and empty tensors' layout") {

@@ -198,6 +198,14 @@ TEST_CASE("printing looks like PyTorch") {
   CHECK(to_string(from_vector<float>({2e-5f, 1e-5f})) == "tensor([2.0000e-05, 1.0000e-05])");
   CHECK(to_string(from_vector<float>({0, NAN})) == "tensor([0., nan])");  // widths from finite nonzero values only
   CHECK(to_string(from_vector<float>({100, -INFINITY, 0})) == "tensor([100., -inf,   0.])");
+  // over 1000 elements: the first and last 3 of each long dim, measured alone (a hidden 1e10
+  // makes no difference)
+  std::vector<float> many(2000);
+  for (int i = 0; i < 2000; ++i) many[i] = float(i);
+  CHECK(to_string(from_vector<float>(many)) == "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03, 1.9990e+03])");
+  for (int i = 0; i < 2000; ++i) many[i] = float(1000 + i);
+  many[1000] = 1e10f;
+  CHECK(to_string(from_vector<float>(many)) == "tensor([1000., 1001., 1002.,  ..., 2997., 2998., 2999.])");
   // empty: the shape unless it is (0,), the dtype unless it is the default
   CHECK(to_string(zeros({0})) == "tensor([])");
   CHECK(to_string(zeros({2, 0})) == "tensor([], size=(2, 0))");
@@ -395,6 +403,29 @@ TEST_CASE("CPU half sums and bias adds widen in one pass: float32 arithmetic in 
     std::vector<float> yv = to_vector<float>(y);
     for (int64_t k = 0; k < M * N; ++k) REQUIRE(yv[k] == to_vector<float>(scalar_tensor(xv[k] + 0.5f * bv[k % N]).to(t))[0]);
   }
+}
+
+DEVICE_TEST_CASE("in-place writes refuse an expanded destination and a partly overlapping source") {
+  // PyTorch's rules: with more than one thread (or a GPU) such writes would race, and even on
+  // one they depend on the order of the walk.
+  NoGradGuard g;
+  const std::string shared = "more than one element of the written-to tensor refers to a single memory location";
+  CHECK_THROWS_WITH_AS(zeros({1}).to(dev).expand({4}).fill_(1), doctest::Contains(("fill_: unsupported operation: " + shared).c_str()), Error);
+  CHECK_THROWS_WITH_AS(zeros({1}).to(dev).expand({4}).add_(ones({4}).to(dev)), doctest::Contains(shared.c_str()), Error);
+  const std::string overlap = "some elements of the input tensor and the written-to tensor refer to a single memory location";
+  Tensor x = from_vector<float>({1, 2, 3, 4}, {2, 2}).to(dev);
+  CHECK_THROWS_WITH_AS(x.copy_(x.t()), doctest::Contains(overlap.c_str()), Error);
+  Tensor v = from_vector<float>({1, 2, 3, 4, 5}).to(dev);
+  CHECK_THROWS_WITH_AS(v.narrow(0, 1, 4).copy_(v.narrow(0, 0, 4)), doctest::Contains(("copy_: unsupported operation: " + overlap).c_str()), Error);
+  CHECK(to_vector<float>(v) == std::vector<float>{1, 2, 3, 4, 5});  // refused before any write
+  // The same view on both sides is elementwise, and interleaved views share no element: both fine.
+  Tensor y = from_vector<float>({1, 2, 3, 4}).to(dev);
+  y.add_(y.view({4}));
+  CHECK(to_vector<float>(y) == std::vector<float>{2, 4, 6, 8});
+  y.view({2, 2}).select(1, 0).copy_(y.view({2, 2}).select(1, 1));
+  CHECK(to_vector<float>(y) == std::vector<float>{4, 4, 8, 8});
+  // an empty tensor writes nothing, whatever its strides say
+  zeros({2, 0}).to(dev).fill_(1);
 }
 
 TEST_CASE("the CPU allocator hands a freed large block back for the same size") {

@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
       std::cout << "3. backward: fc1.weight.grad is " << dtype_name(g.dtype()) << " (the master weight's dtype), still scaled\n";
       if (example >= 0)
         std::cout << "   e.g. element " << example << ": " << v[example] << " scaled, true value " << v[example] / S
-                  << " < 2^-25: float16 would have flushed it to 0\n";
+                  << " <= 2^-25: float16 would have flushed it to 0\n";
       amp::print_grad_health(std::cout, "   fc1.weight", raw, kept);
     }
     scaler.unscale_(opt);

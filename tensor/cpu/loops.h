@@ -1,4 +1,5 @@
-// loops.h — the CPU's strided iteration: every elementwise kernel is one call of for_each_run.
+// loops.h — the CPU's strided iteration: every elementwise kernel is one call of for_each_run
+// (but the contiguous 16-bit casts, which half_convert.h does in one vectorised pass).
 // A tensor of any rank and strides (broadcast dims have stride 0) is walked as a list of
 // "runs": 1-D stretches along the innermost dim, after merging dims that are contiguous in
 // every operand, so a contiguous tensor is a single run the compiler can vectorise. Large

@@ -44,9 +44,10 @@ static const std::pair<int, std::string>& device_query() {
     const cudaError_t status = cudaGetDeviceCount(&n);
     if (status != cudaSuccess) {
       (void)cudaGetLastError();
-      return std::pair<int, std::string>{0, std::string("cudaGetDeviceCount: ") + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")"};
+      return std::pair<int, std::string>{0, std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorName(status) + " (" +
+                                                cudaGetErrorString(status) + ")"};
     }
-    return std::pair<int, std::string>{n, n == 0 ? "no CUDA device" : ""};
+    return std::pair<int, std::string>{n, n == 0 ? "no CUDA device on this machine" : ""};
   }();
   return answer;
 }
