@@ -126,7 +126,7 @@ compare_epochs() {  # model n
   echo
   echo "== $model epoch, Fashion-MNIST $( ((limit > 0)) && echo "first $limit" || echo 60000 ), batch 128, SGD(0.05, 0.9), $threads threads: ampgrad vs PyTorch, $n run(s) each, alternating"
   if ! have_torch; then
-    echo "PyTorch is not importable by $PY (apt-get install python3-torch): ampgrad only"
+    echo "PyTorch is not importable by $PY (scripts/install-deps.sh --bench installs it): ampgrad only"
   else
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" bench/torch_epoch.py --model "$model" --limit-train 256 >"$out/torch-blas.log" 2>&1 || true
     grep -v '^torch_epoch' "$out/torch-blas.log" | sed 's/^/  /'
@@ -251,6 +251,7 @@ section_amp() {
 
 # ---- run ----
 mkdir -p "$out"
+scripts/install-deps.sh --bench
 if ((build)); then
   echo "building ..."
   cmake -S . -B build >/dev/null

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # install-deps.sh — installs what ampgrad needs from Debian's packages, only if missing.
 # Idempotent: a second run checks and returns in well under a second.
+#   scripts/install-deps.sh          # build, tests, examples
+#   scripts/install-deps.sh --bench  # ... and the benchmark's peer: Debian's PyTorch on OpenBLAS
 set -euo pipefail
 
 need=(cmake g++ make libeigen3-dev doctest-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
       libbenchmark-dev ccache gnuplot-nox dataset-fashion-mnist)
+# python3-torch depends on any libblas.so.3; without OpenBLAS that is the reference BLAS, and
+# PyTorch's float32 GEMM runs ~15x slower here: no fair peer.
+[ "${1:-}" = --bench ] && need+=(python3-torch libopenblas0-pthread)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -217,7 +217,7 @@ TEST_CASE("elementwise loops: past 2^32 elements the offsets divide in 64 bits")
   CHECK(wrapped[0] == 51);
 }
 
-TEST_CASE("im2col and col2im: each thread reads the CPU kernels' elements, and col2im sums in their order") {
+TEST_CASE("im2col and col2im: each thread reads the CPU kernels' elements, and col2im sums in their order, rounding once") {
   for (const ImageCase& c : image_cases) {
     INFO("image " << c.H << "x" << c.W << ", window " << c.kh << "x" << c.kw << ", stride " << c.stride << ", pad " << c.pad);
     const Shape x_shape{c.N, c.C, c.H, c.W};
@@ -231,22 +231,27 @@ TEST_CASE("im2col and col2im: each thread reads the CPU kernels' elements, and c
       REQUIRE(im2col_source(g, e) == src);
       REQUIRE((src >= 0 ? xv[src] : 0.0) == want[e]);
     }
-    // col2im of random columns, bit for bit: the kernel's sum in float64 and in float32.
+    // col2im of random columns, bit for bit: the kernel's sum in the math type, rounded once (the
+    // device's rounding of float to the 16-bit types is the CPU's, checked below).
     auto check_col2im = [&](auto zero) {
       using T = decltype(zero);
+      using A = ampgrad::opmath_t<T>;
       Tensor cols = randn({g.N * g.Ho * g.Wo, g.C * g.kh * g.kw}, TensorOptions(dtype_of<T>()));
       const std::vector<T> cv = values<T>(cols), cpu = values<T>(kernels::col2im(cols, x_shape, c.kh, c.kw, c.stride, c.pad));
       for (int64_t e = 0; e < (int64_t)cpu.size(); ++e) {  // col2im_kernel, thread e
         const PixelSources src = col2im_sources(g, uint32_t(e)), src64 = col2im_sources(g, e);
         REQUIRE(std::memcmp(&src, &src64, sizeof src) == 0);
-        T acc = 0;
+        A acc = 0;
         for (int64_t oh = src.oh_begin; oh < src.oh_end; ++oh)
-          for (int64_t ow = src.ow_begin; ow < src.ow_end; ++ow) acc += cv[src.at(g, oh, ow)];
-        REQUIRE(std::memcmp(&acc, &cpu[e], sizeof acc) == 0);
+          for (int64_t ow = src.ow_begin; ow < src.ow_end; ++ow) acc += A(cv[src.at(g, oh, ow)]);
+        const T sum = T(acc);
+        REQUIRE(std::memcmp(&sum, &cpu[e], sizeof sum) == 0);
       }
     };
     check_col2im(0.0);
     check_col2im(0.f);
+    check_col2im(ampgrad::half(0));
+    check_col2im(ampgrad::bfloat16(0));
   }
 }
 

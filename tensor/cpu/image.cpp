@@ -46,17 +46,19 @@ Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw, int64_t s, int64_t p) 
   return cols;
 }
 
-// The adjoint of im2col: every column entry is added back to the pixel it was read from.
+// The adjoint of im2col: every column entry is added back to the pixel it was read from. A
+// pixel's entries sum in opmath_t (float32 for the 16-bit dtypes) and round once, as on CUDA.
 Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   Tensor cols = contiguous_copy(cols_in);
   const int64_t N = x_shape[0], C = x_shape[1], H = x_shape[2], W = x_shape[3];
   const int64_t Ho = kernels::window_out_size(H, kh, s, p), Wo = kernels::window_out_size(W, kw, s, p);
-  Tensor x = zeros(x_shape, cols.dtype());
+  Tensor x;
   dispatch(cols.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
-    if constexpr (!std::is_same_v<T, bool>) {
-      T* xp = (T*)x.raw_data();
+    if constexpr (!std::is_same_v<T, bool>) {  // refused in tensor/kernels.cpp
+      Tensor sums = zeros(x_shape, dtype_of<A>());
+      A* xp = (A*)sums.raw_data();
       const T* cp = (const T*)cols.raw_data();
 #pragma omp parallel for
       for (int64_t n = 0; n < N; ++n)  // images are independent: no two threads touch one pixel
@@ -68,13 +70,15 @@ Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t k
                 int64_t h = oh * s - p + i;
                 for (int64_t j = 0; j < kw; ++j, ++row) {
                   int64_t w = ow * s - p + j;
-                  if (h >= 0 && h < H && w >= 0 && w < W) {
-                    T& dst = xp[((n * C + c) * H + h) * W + w];
-                    dst = T(A(dst) + A(*row));
-                  }
+                  if (h >= 0 && h < H && w >= 0 && w < W) xp[((n * C + c) * H + h) * W + w] += A(*row);
                 }
               }
           }
+      x = sums;
+      if constexpr (!std::is_same_v<A, T>) {
+        x = empty(x_shape, cols.dtype());
+        copy_(x, sums);
+      }
     }
   });
   return x;

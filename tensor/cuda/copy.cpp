@@ -20,9 +20,10 @@ void copy_(const Tensor& dst, const Tensor& src) {
   if (dst.device().is_cuda() && src.device().is_cuda()) {
     AMPGRAD_CHECK(dst.device() == src.device(),
                   "copy_: copies between " << src.device().str() << " and " << dst.device().str() << " are not supported");
-    if (bytes_match(dst, src))
+    if (bytes_match(dst, src)) {
+      if (dst.raw_data() == src.raw_data()) return;  // x.copy_(x): memcpy's ranges may not overlap
       AMPGRAD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes(src), cudaMemcpyDeviceToDevice, stream()));
-    else
+    } else
       launch_copy(dst.dtype(), src.dtype(), make_loop<2>("copy_", dst.shape(), {&dst, &src}));
     return;
   }
@@ -34,9 +35,9 @@ void copy_(const Tensor& dst, const Tensor& src) {
       cpu::copy_(host, src);
     }
     Tensor dev = bytes_match(dst, host) ? dst : empty_on(dst, src.shape(), src.dtype());
-    // No sync: from pageable memory (all CPU storage is) the call returns once the bytes are
-    // staged by the driver, so `host` may be freed right after. (It does wait for the stream's
-    // earlier work first: the one implicit sync of a host-to-device copy.)
+    // No sync of ours: from pageable memory (all CPU storage is) the call returns once the driver
+    // has staged the bytes, so `host` may be freed right after. (To stage them the driver may
+    // wait for the stream's earlier work: the one possible implicit sync of this copy.)
     AMPGRAD_CUDA_CHECK(cudaMemcpyAsync(dev.raw_data(), host.raw_data(), nbytes(host), cudaMemcpyHostToDevice, stream()));
     if (!dev.is_same(dst)) cuda::copy_(dst, dev);
     return;

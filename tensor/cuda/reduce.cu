@@ -138,13 +138,10 @@ void launch_sum_rows(DType dtype, const void* x, void* out, int64_t rows, int64_
     using O = sum_out_t<T>;
     const int64_t nchunks = std::max<int64_t>(1, (R + kRowChunk - 1) / kRowChunk);
     if (nchunks == 1) return sum_rows<T, Acc, O>((const T*)x, (O*)out, rows, R, 1);
-    // Long rows: every chunk's sum in parallel, then each row's chunk sums, still in Acc. The
-    // scratch buffer goes back to the caching allocator at once: only later work on this
-    // stream can receive it, and that runs after these kernels.
-    Acc* partial = (Acc*)allocate(rows * nchunks * sizeof(Acc), device);
-    sum_rows<T, Acc, Acc>((const T*)x, partial, rows, R, nchunks);
-    sum_rows<Acc, Acc, O>(partial, (O*)out, rows, nchunks, 1);
-    deallocate(partial, device);
+    // Long rows: every chunk's sum in parallel, then each row's chunk sums, still in Acc
+    Scratch<Acc> partial(rows * nchunks, device);
+    sum_rows<T, Acc, Acc>((const T*)x, partial.ptr, rows, R, nchunks);
+    sum_rows<Acc, Acc, O>(partial.ptr, (O*)out, rows, nchunks, 1);
   });
 }
 
@@ -163,11 +160,10 @@ void launch_sum_columns(DType dtype, const void* x, void* out, int64_t R, int64_
     // grid.y is at most 65535: past that many chunks, the chunks grow instead
     const int64_t nchunks = std::clamp<int64_t>((R + kColumnChunk - 1) / kColumnChunk, 1, 65535);
     if (nchunks == 1) return sum_columns<T, Acc, O>((const T*)x, (O*)out, R, cols, 1);
-    // Many rows: (nchunks, cols) partial sums in parallel, then a column sum of those (scratch as in launch_sum_rows)
-    Acc* partial = (Acc*)allocate(nchunks * cols * sizeof(Acc), device);
-    sum_columns<T, Acc, Acc>((const T*)x, partial, R, cols, nchunks);
-    sum_columns<Acc, Acc, O>(partial, (O*)out, nchunks, cols, 1);
-    deallocate(partial, device);
+    // Many rows: (nchunks, cols) partial sums in parallel, then a column sum of those
+    Scratch<Acc> partial(nchunks * cols, device);
+    sum_columns<T, Acc, Acc>((const T*)x, partial.ptr, R, cols, nchunks);
+    sum_columns<Acc, Acc, O>(partial.ptr, (O*)out, nchunks, cols, 1);
   });
 }
 

@@ -41,6 +41,18 @@ class DeviceGuard {
 void* allocate(size_t nbytes, int device);
 void deallocate(void* ptr, int device);
 
+// A launcher's scratch buffer of n T's, back to the cache when the launcher leaves, by return or
+// by a failed launch check. Giving it back before its kernels have run is safe: only later work
+// on the same stream can receive it, and that runs after them.
+template <class T> struct Scratch {
+  T* ptr;
+  int device;
+  Scratch(int64_t n, int device) : ptr(static_cast<T*>(allocate(size_t(n) * sizeof(T), device))), device(device) {}
+  ~Scratch() { deallocate(ptr, device); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
 struct MemoryStats {
   int64_t allocated_bytes = 0;       // held by live tensors
   int64_t reserved_bytes = 0;        // obtained from cudaMalloc (allocated + cached)
