@@ -3,12 +3,15 @@
 # configure and build for sm_90, the whole ctest suite (CPU and CUDA cases), MNIST on CUDA in
 # float32, float16 + GradScaler and bfloat16, then the speed of one training step of a
 # 4 x 4096 MLP at batch 2048 in each precision, beside PyTorch's when torch is installed.
-# Prints each stage's wall time; a failing stage is reported and the later ones still run, and
-# each stage after the build has a time limit (exit 124 in the table), so a kernel that hangs
-# costs minutes, not the machine's whole lease. The logs (ctest's, both benchmarks', the stage
-# table) go to $OUT/gpu-check when the device tool sets OUT, so they come back; else to the
-# build folder.
-# After failed tests, their suites run again under compute-sanitizer (memcheck.log).
+# Prints each stage's wall time; a failing stage is reported and the later ones still run. The
+# whole run has a budget (GPU_CHECK_BUDGET_S, 450 s: the device tool stops a command at 600 s)
+# and every stage a time limit within it (exit 124 in the table), so a kernel that hangs costs
+# minutes, not the machine's whole lease; a stage with no time left is not started. The logs
+# (ctest's, mnist's, both benchmarks', the step table, the stage table written as each stage
+# ends) go to $OUT/gpu-check when the device tool sets OUT, so they come back; else to the
+# build folder. The step table is written whatever failed: PyTorch's column needs no build.
+# After failed tests, the first failing suite runs again under compute-sanitizer, with the
+# caching allocator off (memcheck.log).
 # The GPU machine reaches no package registry: stage the build's libraries here with
 # scripts/gpu-deps.sh and the MNIST data with scripts/get-data.sh, then carry both folders.
 #
@@ -20,29 +23,46 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-gpu}
 jobs=$(nproc 2>/dev/null || echo 16)  # 16 on the H200 machines
 log=${OUT:-$build}/gpu-check
-summary=() failed=() skipped=()
+deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-450}))
+failed=() skipped=()
+[ -d /usr/local/cuda/bin ] && PATH=/usr/local/cuda/bin:$PATH  # nvcc, compute-sanitizer
 
-# timed NAME CMD...: runs CMD, prints and records its wall time, and notes a failure (or a
-# skip: CMD exits 77 when the stage cannot run here).
+# limit CAP: the seconds a stage may run, CAP or what the budget has left (less 20 s to write
+# the tables), whichever is smaller.
+limit() {
+  local left=$((deadline - SECONDS - 20))
+  echo $((left < $1 ? left : $1))
+}
+
+# timed NAME CMD...: runs CMD, prints its wall time and appends it to stages.txt, and notes a
+# failure (or a skip: CMD exits 77 when the stage cannot run here). With under 30 s of the
+# budget left the stage is not started, and that counts as a failure.
 timed() {
   local name=$1 t0 t1 rc=0 line
   shift
   echo
   echo "=== $name"
   t0=$(date +%s.%N)
-  "$@" || rc=$?
+  if (($(limit 30) < 30)); then
+    echo "not started: the time budget is spent"
+    rc=125
+  else
+    "$@" || rc=$?
+  fi
   t1=$(date +%s.%N)
   line=$(awk -v a="$t0" -v b="$t1" -v n="$name" -v rc="$rc" \
-    'BEGIN { printf "%-28s %7.1f s%s", n, b - a, rc == 77 ? "   SKIPPED" : rc ? "   FAILED (exit " rc ")" : "" }')
+    'BEGIN { printf "%-28s %7.1f s%s", n, b - a, rc == 77 ? "   SKIPPED" : rc == 125 ? "   NOT RUN (budget spent)" : rc ? "   FAILED (exit " rc ")" : "" }')
   echo "--- $line"
-  summary+=("$line")
+  echo "$line" >>"$log/stages.txt"
   if ((rc == 77)); then skipped+=("$name"); elif ((rc != 0)); then failed+=("$name"); fi
   return 0
 }
 
 run_ctest() {
-  (cd "$build" && ctest --output-on-failure --timeout 120 -j"$jobs" 2>&1) | tee "$log/ctest.log"
+  # The slowest case takes a few seconds; 60 s each, and the stage as a whole at most 240 s.
+  (cd "$build" && timeout "$(limit 240)" ctest --output-on-failure --timeout 60 -j"$jobs" 2>&1) | tee "$log/ctest.log"
   local rc=${PIPESTATUS[0]}
+  ((rc == 124)) && { echo "ctest stopped at its time limit"; return 124; }
   # With a GPU present, a skipped CUDA case means the tests did not see it: that is a failure.
   if grep -qE "(test_cuda:|\(cuda\) ).*Skipped" "$log/ctest.log"; then
     echo "CUDA test cases were skipped although this machine should have a GPU; the tests say why:"
@@ -52,21 +72,24 @@ run_ctest() {
   return "$rc"
 }
 
-# After a failed ctest: the (first three) suites with failing cases again, CUDA cases only, under
-# compute-sanitizer's memcheck, which names the kernel and the bad access a failure may come
-# from (an illegal address poisons the whole process, so later cases fail with it). This run's
-# log is the evidence; its exit status says nothing more than ctest's did.
+# After a failed ctest: the first suite with failing cases (test_cuda if it is one) again, CUDA
+# cases only, under compute-sanitizer's memcheck, which names the kernel, the source line
+# (-lineinfo) and the bad access a failure may come from (an illegal address poisons the whole
+# process, so later cases fail with it). The caching allocator is off for it, so every tensor is
+# its own exact-size cudaMalloc and an access past its end is seen. The log is the evidence; its
+# exit status says nothing more than ctest's did.
 memcheck() {
   if ! command -v compute-sanitizer >/dev/null; then
     echo "no compute-sanitizer on this machine"
     return 77
   fi
-  local suites
-  suites=$(sed -n '/tests FAILED:/,$p' "$log/ctest.log" | grep -oE 'test_[a-z_]+:' | tr -d ':' | sort -u | head -3)
-  for suite in $suites; do
-    echo "--- $suite"
-    timeout 120 compute-sanitizer --tool memcheck --print-limit 20 "$build/tests/$suite" --test-case-exclude='*(cpu)' || true
-  done 2>&1 | tee "$log/memcheck.log"
+  local suites suite
+  suites=$(sed -n '/tests FAILED:/,$p' "$log/ctest.log" | grep -oE 'test_[a-z_]+:' | tr -d ':' | sort -u)
+  suite=$(grep -qx test_cuda <<<"$suites" && echo test_cuda || head -1 <<<"$suites")
+  [ -n "$suite" ] || { echo "ctest failed, but no failing case is listed"; return 77; }
+  echo "--- $suite"
+  AMPGRAD_NO_CUDA_MEMORY_CACHING=1 timeout "$(limit 120)" compute-sanitizer --tool memcheck --print-limit 20 \
+    "$build/tests/$suite" --test-case-exclude='*(cpu)' 2>&1 | tee "$log/memcheck.log" || true
 }
 
 mnist() {  # mnist AMP: two epochs of the MLP on the GPU
@@ -74,40 +97,51 @@ mnist() {  # mnist AMP: two epochs of the MLP on the GPU
     echo "no data-cache/mnist here (scripts/get-data.sh, then carry data-cache)"
     return 77
   fi
-  timeout 180 "$build/examples/mnist" --device cuda --amp "$1" --epochs 2
+  echo "=== --amp $1" >>"$log/mnist.log"
+  timeout "$(limit 120)" "$build/examples/mnist" --device cuda --amp "$1" --epochs 2 2>&1 | tee -a "$log/mnist.log"
+  return "${PIPESTATUS[0]}"
 }
 
-benchmark() {
+bench_ampgrad() {
   if [ ! -x "$build/bench/gpu_step" ]; then
-    echo "bench/gpu_step was not built (bench/ is configured only where Google Benchmark is installed)"
+    echo "bench/gpu_step was not built"
     return 1
   fi
-  timeout 180 "$build/bench/gpu_step" | tee "$log/ampgrad.txt"
-  local rc=${PIPESTATUS[0]}
-  ((rc == 0)) || return "$rc"
-  : >"$log/torch.txt"
-  if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    timeout 300 python3 bench/torch_gpu_step.py | tee "$log/torch.txt"
-  else
+  timeout "$(limit 180)" "$build/bench/gpu_step" | tee "$log/ampgrad.txt"
+  return "${PIPESTATUS[0]}"
+}
+
+bench_torch() {
+  if ! python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     echo "PyTorch with CUDA is not installed: ampgrad alone"
+    return 77
   fi
-  echo
+  timeout "$(limit 240)" python3 bench/torch_gpu_step.py | tee "$log/torch.txt"
+  return "${PIPESTATUS[0]}"
+}
+
+# The step table from whatever lines the two benchmarks printed ("-" where one is missing).
+step_table() {
   awk '
     { ms[$1 " " $2] = $3 }
     END {
       printf "%-10s %14s %14s %14s %16s\n", "precision", "ampgrad ms", "torch ms", "ampgrad/torch", "speedup vs fp32"
       split("fp32 fp16 bf16", p, " ")
       for (i = 1; i <= 3; ++i) {
-        a = ms["ampgrad " p[i]]; t = ms["torch " p[i]]
-        printf "%-10s %14s %14s %14s %16s\n", p[i], a, (t ? t : "-"), (t ? sprintf("%.2f", a / t) : "-"),
-               (a ? sprintf("%.2f", ms["ampgrad fp32"] / a) : "-")
+        a = ms["ampgrad " p[i]]; t = ms["torch " p[i]]; a32 = ms["ampgrad fp32"]
+        printf "%-10s %14s %14s %14s %16s\n", p[i], (a != "" ? a : "-"), (t != "" ? t : "-"),
+               (a != "" && t != "" ? sprintf("%.2f", a / t) : "-"), (a != "" && a32 != "" ? sprintf("%.2f", a32 / a) : "-")
       }
     }' "$log/ampgrad.txt" "$log/torch.txt" | tee "$log/table.txt"
 }
 
+mkdir -p "$log"
+: >"$log/stages.txt"
+: >"$log/ampgrad.txt"
+: >"$log/torch.txt"
+: >"$log/mnist.log"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 { g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1; } || true
-mkdir -p "$log"
 deps=() generator=()
 if [ -d .gpu-deps/root ]; then  # staged by scripts/gpu-deps.sh: searched before the system
   root=$PWD/.gpu-deps/root/usr
@@ -115,23 +149,30 @@ if [ -d .gpu-deps/root ]; then  # staged by scripts/gpu-deps.sh: searched before
 fi
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi  # the GPU image has ninja, maybe no make
 timed "configure (sm_90)" cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAMPGRAD_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 "${deps[@]}"
-timed "build (-j$jobs)" cmake --build "$build" -j"$jobs"
-if ((${#failed[@]} == 0)); then
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo "${deps[@]}"
+if ((${#failed[@]} == 0)); then timed "build (-j$jobs)" timeout "$(limit 300)" cmake --build "$build" -j"$jobs"; fi
+built=$((${#failed[@]} == 0))
+if ((built)); then
   timed "ctest (CPU + CUDA)" run_ctest
-  if grep -q "tests FAILED:" "$log/ctest.log"; then timed "memcheck of failing suites" memcheck; fi
+  timed "benchmark ampgrad (MLP step)" bench_ampgrad
+fi
+timed "benchmark PyTorch (MLP step)" bench_torch
+if ((built)); then
   timed "mnist cuda fp32" mnist off
   timed "mnist cuda fp16 + scaler" mnist fp16
   timed "mnist cuda bf16" mnist bf16
-  timed "benchmark (MLP step)" benchmark
+  if grep -q "tests FAILED:" "$log/ctest.log"; then timed "memcheck of a failing suite" memcheck; fi
 fi
 
+echo
+echo "=== MLP step, ms (median)"
+step_table
+echo
+echo "=== stages"
+cat "$log/stages.txt"
 {
-  echo
-  echo "=== stages"
-  printf '%s\n' "${summary[@]}"
   if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; fi
   if ((${#skipped[@]})); then echo "SKIPPED: ${skipped[*]}"; fi
   if ((${#failed[@]} == 0)); then echo "no stage failed"; fi
-} | tee "$log/stages.txt"
+} | tee -a "$log/stages.txt"
 ((${#failed[@]} == 0))

@@ -13,7 +13,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "amp/amp_kernels.h"
 #include "amp/grad_scaler.h"
@@ -271,6 +274,7 @@ TEST_CASE("host <-> device copies keep every dtype's bits, contiguous and stride
 #ifdef AMPGRAD_WITH_CUDA
 TEST_CASE("caching allocator: a freed block is reused, stats move, empty_cache returns it") {
   SKIP_WITHOUT_GPU();
+  SKIP_TEST_IF(!cuda::memory_caching_enabled(), "AMPGRAD_NO_CUDA_MEMORY_CACHING is set");
   cuda::empty_cache();
   const cuda::MemoryStats s0 = cuda::memory_stats(0);
   void* a = cuda::allocate(1000, 0);  // rounds up to 1024 (512-byte granules below 1 MiB)
@@ -306,6 +310,41 @@ TEST_CASE("caching allocator: a freed block is reused, stats move, empty_cache r
   const int64_t mallocs = cuda::memory_stats(0).num_cuda_mallocs;
   { Tensor t = empty({1000}, TensorOptions().device(gpu)); }
   CHECK(cuda::memory_stats(0).num_cuda_mallocs == mallocs);
+}
+
+// Sets an environment variable for one scope, then puts back what was there.
+struct ScopedEnv {
+  const char* name;
+  std::optional<std::string> saved;
+  ScopedEnv(const char* name, const char* value) : name(name) {
+    if (const char* v = std::getenv(name)) saved = v;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { saved ? setenv(name, saved->c_str(), 1) : unsetenv(name); }
+};
+
+TEST_CASE("AMPGRAD_NO_CUDA_MEMORY_CACHING: blocks of the exact size, returned to the driver at once") {
+  {
+    ScopedEnv off("AMPGRAD_NO_CUDA_MEMORY_CACHING", "1");
+    CHECK_FALSE(cuda::memory_caching_enabled());
+  }
+  {
+    ScopedEnv on("AMPGRAD_NO_CUDA_MEMORY_CACHING", "0");
+    CHECK(cuda::memory_caching_enabled());
+  }
+  SKIP_WITHOUT_GPU();
+  ScopedEnv off("AMPGRAD_NO_CUDA_MEMORY_CACHING", "1");
+  const cuda::MemoryStats s0 = cuda::memory_stats(0);
+  void* a = cuda::allocate(1000, 0);  // not rounded to 1024: a read of byte 1000 is out of bounds
+  cuda::MemoryStats s = cuda::memory_stats(0);
+  CHECK(s.allocated_bytes - s0.allocated_bytes == 1000);
+  CHECK(s.reserved_bytes - s0.reserved_bytes == 1000);
+  CHECK(s.num_cuda_mallocs - s0.num_cuda_mallocs == 1);
+  cuda::deallocate(a, 0);
+  s = cuda::memory_stats(0);
+  CHECK(s.allocated_bytes == s0.allocated_bytes);
+  CHECK(s.reserved_bytes == s0.reserved_bytes);
+  CHECK(s.num_cuda_frees - s0.num_cuda_frees == 1);
 }
 
 TEST_CASE("TF32 is off by default, so float32 GEMMs keep float32 accuracy") {

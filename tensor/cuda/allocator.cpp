@@ -4,9 +4,11 @@
 // reuses them without calling CUDA at all. Leaves out what PyTorch's allocator adds: splitting
 // and merging blocks, per-stream pools and events (one stream, runtime.h), memory fractions.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "tensor/cuda/runtime.h"
@@ -46,16 +48,23 @@ std::string mib(int64_t bytes) {
   return os.str();
 }
 
-// Returns every cached block of `device` to the driver. cudaFree waits for the device first,
-// so a block whose last kernel is still running is not pulled from under it. Lock held.
+// Returns one block to the driver. cudaFree waits for the device first, so a block whose last
+// kernel is still running is not pulled from under it. Lock held.
+void cuda_free(void* ptr, size_t size, DeviceCache& cache) {
+  cache.stats.reserved_bytes -= int64_t(size);
+  ++cache.stats.num_cuda_frees;
+  AMPGRAD_CUDA_CHECK(cudaFree(ptr));
+}
+
+// Returns every cached block of `device` to the driver, each leaving the list before its
+// cudaFree: after a failing one, no block is left listed to be freed twice. Lock held.
 void release_cached(int device, DeviceCache& cache) {
   DeviceGuard guard(device);
-  for (auto& [size, ptr] : cache.free_blocks) {
-    AMPGRAD_CUDA_CHECK(cudaFree(ptr));
-    cache.stats.reserved_bytes -= int64_t(size);
-    ++cache.stats.num_cuda_frees;
+  while (!cache.free_blocks.empty()) {
+    const auto [size, ptr] = *cache.free_blocks.begin();
+    cache.free_blocks.erase(cache.free_blocks.begin());
+    cuda_free(ptr, size, cache);
   }
-  cache.free_blocks.clear();
 }
 
 // A new block from the driver. On out-of-memory the cache is emptied and the call retried once:
@@ -84,6 +93,11 @@ void* cuda_malloc(int device, size_t size, DeviceCache& cache) {
 
 }  // namespace
 
+bool memory_caching_enabled() {
+  const char* v = std::getenv("AMPGRAD_NO_CUDA_MEMORY_CACHING");
+  return v == nullptr || std::string_view(v).empty() || std::string_view(v) == "0";
+}
+
 // Reuse is safe without events because all work is ordered on one stream (stream()): a block
 // freed here while a queued kernel still reads it goes to a tensor whose kernels are queued
 // after that one, so they cannot overtake it.
@@ -92,7 +106,7 @@ void* allocate(size_t nbytes, int device) {
   AMPGRAD_CHECK(device >= 0 && device < device_count(), "cannot allocate on cuda:" << device << ": this machine has " << device_count()
                                                                                    << " CUDA device(s) (is_available(): " << std::boolalpha
                                                                                    << is_available() << ")");
-  const size_t size = rounded(nbytes);
+  const size_t size = memory_caching_enabled() ? rounded(nbytes) : nbytes;
   std::lock_guard lock(cache_mutex);
   DeviceCache& cache = caches()[device];
   void* ptr = nullptr;
@@ -117,9 +131,15 @@ void deallocate(void* ptr, int device) {
   DeviceCache& cache = caches()[device];
   auto it = cache.live_size.find(ptr);
   AMPGRAD_CHECK(it != cache.live_size.end(), "cuda::deallocate: " << ptr << " is not a live block of cuda:" << device);
-  cache.free_blocks.emplace(it->second, ptr);
-  cache.stats.allocated_bytes -= int64_t(it->second);
+  const size_t size = it->second;
+  cache.stats.allocated_bytes -= int64_t(size);
   cache.live_size.erase(it);
+  if (memory_caching_enabled()) {
+    cache.free_blocks.emplace(size, ptr);
+  } else {
+    DeviceGuard guard(device);
+    cuda_free(ptr, size, cache);
+  }
 }
 
 MemoryStats memory_stats(int device) {

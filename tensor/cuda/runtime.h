@@ -40,6 +40,11 @@ class DeviceGuard {
 // never. Storage (tensor/tensor.cpp) allocates and frees CUDA bytes through these two.
 void* allocate(size_t nbytes, int device);
 void deallocate(void* ptr, int device);
+// False while AMPGRAD_NO_CUDA_MEMORY_CACHING is set to anything but 0 (PyTorch's
+// PYTORCH_NO_CUDA_MEMORY_CACHING): then every block is cudaMalloc'd at its exact size and
+// cudaFree'd when released, so compute-sanitizer sees an access past a tensor's end or after its
+// release. Read at every call, so it can be switched at run time (blocks cached before stay).
+bool memory_caching_enabled();
 
 // A launcher's scratch buffer of n T's, back to the cache when the launcher leaves, by return or
 // by a failed launch check. Giving it back before its kernels have run is safe: only later work
