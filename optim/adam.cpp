@@ -1,15 +1,34 @@
-// adam.cpp — Adam/AdamW's option checks, the CPU loop over adam_update (update.h) with the bias
-// corrections of each parameter's step worked out in double first (adam_scalars), and the fused
-// CUDA launch (fused.cu), which does the same per parameter with the step count it reads there.
+// adam.cpp — Adam/AdamW's option checks and their checkpoint form, the CPU loop over
+// adam_update (update.h) with the bias corrections of each parameter's step worked out in double
+// first (adam_scalars), and the fused CUDA launch (fused.cu), which does the same per parameter
+// with the step count it reads there.
 #include "optim/adam.h"
 
 namespace ampgrad::optim {
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(params), o.lr, decoupled ? "AdamW" : "Adam"), options_(o), decoupled_(decoupled) {
+static void check_options(const AdamOptions& o) {
   const auto [b1, b2] = o.betas;
   AMPGRAD_CHECK(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0, "Adam: lr, eps and weight_decay must be >= 0");
   AMPGRAD_CHECK(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1, "Adam: betas must be in [0, 1), got (" << b1 << ", " << b2 << ")");
+}
+
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled)
+    : Optimizer(std::move(params), o.lr, decoupled ? "AdamW" : "Adam"), options_(o), decoupled_(decoupled) {
+  check_options(o);
+}
+
+std::map<std::string, double> Adam::options_state() const {
+  const AdamOptions& o = options_;
+  return {{"beta1", o.betas.first}, {"beta2", o.betas.second}, {"eps", o.eps}, {"weight_decay", o.weight_decay}};
+}
+
+void Adam::load_options(const std::map<std::string, double>& m) {
+  AdamOptions o = options_;
+  o.betas = {m.at("beta1"), m.at("beta2")};
+  o.eps = m.at("eps");
+  o.weight_decay = m.at("weight_decay");
+  check_options(o);
+  options_ = o;
 }
 
 AdamHyperparams Adam::hyperparams() const {

@@ -29,6 +29,8 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::map<std::string, double> options_state() const override;
+  void load_options(const std::map<std::string, double>& options) override;
   void update_cpu(float* param, const float* grad, int64_t n, int64_t step, ParamState& state) override;
 #ifdef AMPGRAD_WITH_CUDA
   void update_cuda(const std::vector<FusedParam>& params, const float* found_inf) override;

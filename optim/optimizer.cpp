@@ -99,7 +99,7 @@ void Optimizer::run_step(const Tensor& found_inf) {
 }
 
 OptimizerState Optimizer::state_dict() const {
-  OptimizerState out;
+  OptimizerState out = {options_state(), {}};
   out.scalars["lr"] = lr_;
   for (size_t i = 0; i < state_.size(); ++i) {
     // A host read per parameter on a GPU: fine for a checkpoint. A count of 0 is a state whose
@@ -127,14 +127,34 @@ static std::optional<std::pair<size_t, std::string>> parse_state_key(const std::
 }
 
 void Optimizer::load_state_dict(const OptimizerState& in) {
+  // The options first: which buffers a state holds may depend on them (SGD's momentum). Should
+  // a later check fail, the constructor's come back.
+  const std::map<std::string, double> previous = options_state();
+  std::map<std::string, double> options = previous;
+  for (auto& [key, value] : options) {
+    auto it = in.scalars.find(key);
+    AMPGRAD_CHECK(it != in.scalars.end(), "Optimizer::load_state_dict: missing key '" << key << "'");
+    value = it->second;
+  }
+  load_options(options);
+  try {
+    load_state(in);
+  } catch (...) {
+    load_options(previous);
+    throw;
+  }
+}
+
+void Optimizer::load_state(const OptimizerState& in) {
   const std::vector<std::string> names = buffer_names();
+  const std::map<std::string, double> options = options_state();
   auto unexpected = [](const std::string& key) { return "Optimizer::load_state_dict: unexpected key '" + key + "'"; };
   std::vector<ParamState> state(params_.size());
   std::vector<int64_t> steps(params_.size(), 0);
 
   AMPGRAD_CHECK(in.scalars.count("lr"), "Optimizer::load_state_dict: missing key 'lr'");
   for (const auto& [key, value] : in.scalars) {
-    if (key == "lr") continue;
+    if (key == "lr" || options.count(key)) continue;
     auto parsed = parse_state_key(key, params_.size());
     AMPGRAD_CHECK(parsed && parsed->second == "step", unexpected(key));
     AMPGRAD_CHECK(value >= 1 && value == std::floor(value), "Optimizer::load_state_dict: '" << key << "' must be a count >= 1, got " << value);

@@ -18,8 +18,10 @@
 
 namespace ampgrad::optim {
 
-// What a checkpoint stores: scalars "lr" and "state.<i>.step", and tensors
-// "state.<i>.<buffer>" (e.g. "state.3.exp_avg"), i being the parameter's index in params().
+// What a checkpoint stores: scalars "lr", the optimizer's other options (as PyTorch's
+// param_groups keep them: "momentum", "beta1", "eps", ...; a flag as 0 or 1) and
+// "state.<i>.step", and tensors "state.<i>.<buffer>" (e.g. "state.3.exp_avg"), i being the
+// parameter's index in params().
 struct OptimizerState {
   std::map<std::string, double> scalars;
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -41,8 +43,10 @@ class Optimizer {
   void set_lr(double lr) { lr_ = lr; }
 
   OptimizerState state_dict() const;  // buffers shared, not copied
-  // Strict, like Module::load_state_dict: an unexpected key, a missing one, or a buffer whose
-  // shape or dtype (float32) does not fit its parameter is an Error naming the key.
+  // Strict, like Module::load_state_dict: an unexpected key, a missing one, an option the
+  // constructor would refuse, or a buffer whose shape or dtype (float32) does not fit its
+  // parameter is an Error naming the key, and the optimizer is left as it was. As in PyTorch,
+  // the loaded options replace the constructor's.
   void load_state_dict(const OptimizerState& state);
 
  protected:
@@ -58,6 +62,10 @@ class Optimizer {
     std::map<std::string, Tensor> buffers;
   };
   virtual std::vector<std::string> buffer_names() const = 0;  // at most 2 (FusedParam::buffer)
+  // The options a checkpoint carries beside lr, by name, and their restore from a map holding
+  // every one of those names (checked as the constructor checks them, before any is set).
+  virtual std::map<std::string, double> options_state() const = 0;
+  virtual void load_options(const std::map<std::string, double>& options) = 0;
 
   // What each optimizer writes: its rule on one parameter's CPU data (n floats) at its step
   // count `step` (from 1, already counted) ...
@@ -76,6 +84,8 @@ class Optimizer {
   // step() and step_if_finite(): checks every parameter with a gradient (float32, contiguous,
   // all on one device), creates missing state, then runs update_cpu or update_cuda.
   void run_step(const Tensor& found_inf);
+  // load_state_dict's checks and loading of lr and the per-parameter state, options already set.
+  void load_state(const OptimizerState& state);
   const char* name_;
 };
 

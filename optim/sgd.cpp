@@ -1,13 +1,31 @@
-// sgd.cpp — SGD's option checks, its CPU loop over sgd_update (update.h) and its fused CUDA
-// launch (fused.cu), which runs the same sgd_update.
+// sgd.cpp — SGD's option checks and their checkpoint form, its CPU loop over sgd_update
+// (update.h) and its fused CUDA launch (fused.cu), which runs the same sgd_update.
 #include "optim/sgd.h"
 
 namespace ampgrad::optim {
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), o.lr, "SGD"), options_(o) {
+static void check_options(const SGDOptions& o) {
   AMPGRAD_CHECK(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0,
                 "SGD: lr, momentum and weight_decay must be >= 0, got " << o.lr << ", " << o.momentum << ", " << o.weight_decay);
   AMPGRAD_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: Nesterov momentum requires momentum > 0 and zero dampening");
+}
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), o.lr, "SGD"), options_(o) { check_options(o); }
+
+std::map<std::string, double> SGD::options_state() const {
+  const SGDOptions& o = options_;
+  return {{"momentum", o.momentum}, {"dampening", o.dampening}, {"weight_decay", o.weight_decay}, {"nesterov", o.nesterov}};
+}
+
+void SGD::load_options(const std::map<std::string, double>& m) {
+  SGDOptions o = options_;
+  o.momentum = m.at("momentum");
+  o.dampening = m.at("dampening");
+  o.weight_decay = m.at("weight_decay");
+  AMPGRAD_CHECK(m.at("nesterov") == 0 || m.at("nesterov") == 1, "SGD: 'nesterov' must be 0 or 1, got " << m.at("nesterov"));
+  o.nesterov = m.at("nesterov") == 1;
+  check_options(o);
+  options_ = o;
 }
 
 // The momentum buffer exists only when there is momentum, as in PyTorch.

@@ -23,6 +23,8 @@ class SGD : public Optimizer {
 
  protected:
   std::vector<std::string> buffer_names() const override;
+  std::map<std::string, double> options_state() const override;
+  void load_options(const std::map<std::string, double>& options) override;
   void update_cpu(float* param, const float* grad, int64_t n, int64_t step, ParamState& state) override;
 #ifdef AMPGRAD_WITH_CUDA
   void update_cuda(const std::vector<FusedParam>& params, const float* found_inf) override;

@@ -147,3 +147,18 @@ TEST_CASE("resuming with a setting that reorders the batches says so") {
   CHECK(resumed_log.str().find("was trained with batch_size=128, this run uses batch_size=16") != std::string::npos);
   CHECK(resumed_log.str().find("limit_train") == std::string::npos);  // unchanged: not named
 }
+
+TEST_CASE("resuming with other optimizer flags: the checkpoint's values win, and the log says so") {
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  mnist::TrainConfig c = saved_small_run(dir);
+  c.epochs = 2;
+  c.lr = 0.5;
+  c.momentum = 0.5;
+  std::ostringstream resumed_log;
+  mnist::train(c, resumed_log);
+  const std::string ck = dir / "small.safetensors";
+  CHECK(resumed_log.str().find("note: " + ck + " sets the optimizer's lr to 0.05 (this run's flags gave 0.5)") != std::string::npos);
+  CHECK(resumed_log.str().find("note: " + ck + " sets the optimizer's momentum to 0.9 (this run's flags gave 0.5)") != std::string::npos);
+  CHECK(resumed_log.str().find("dampening") == std::string::npos);  // unchanged: not named
+}

@@ -193,6 +193,10 @@ TEST_CASE("optimizer state_dict: round trip, and strict loading") {
   run(a, p, 0.5);
   optim::OptimizerState st = a.state_dict();
   CHECK(st.scalars.at("lr") == 0.1);
+  CHECK(st.scalars.at("beta1") == 0.9);
+  CHECK(st.scalars.at("beta2") == 0.999);
+  CHECK(st.scalars.at("eps") == 1e-8);
+  CHECK(st.scalars.at("weight_decay") == 0);
   CHECK(st.scalars.at("state.0.step") == 2);
   REQUIRE(st.tensors.size() == 2);
   CHECK(st.tensors[0].first == "state.0.exp_avg");
@@ -200,11 +204,15 @@ TEST_CASE("optimizer state_dict: round trip, and strict loading") {
   // exp_avg after g = 1 then 0.5: 0.9·0.1 + 0.1·0.5 = 0.14 (and −0.14)
   close(vec(st.tensors[0].second), {0.14, -0.14});
 
-  // A fresh optimizer over a copy of p, loaded, takes the same third step as the original.
+  // A fresh optimizer over a copy of p, made with other options, loaded, takes the same third
+  // step as the original: the checkpoint's options replace the constructor's, as in PyTorch.
   Tensor q = from_vector(to_vector<float>(p), p.shape()).requires_grad_();
-  optim::Adam b({q}, {.lr = 0.5});
+  optim::Adam b({q}, {.lr = 0.5, .betas = {0.5, 0.5}, .eps = 1e-3, .weight_decay = 0.1});
   b.load_state_dict(st);
   CHECK(b.lr() == 0.1);
+  CHECK(b.options().betas == std::pair<double, double>{0.9, 0.999});
+  CHECK(b.options().eps == 1e-8);
+  CHECK(b.options().weight_decay == 0);
   run(a, p, -2);
   run(b, q, -2);
   CHECK(vec(q) == vec(p));
@@ -233,12 +241,55 @@ TEST_CASE("optimizer state_dict: round trip, and strict loading") {
   bad = st;
   bad.scalars.erase("state.0.step");
   expect_error(bad, "missing key 'state.0.step'");
+  bad = st;
+  bad.scalars.erase("eps");
+  expect_error(bad, "missing key 'eps'");
+  bad = st;
+  bad.scalars["beta2"] = 1;
+  expect_error(bad, "betas must be in [0, 1), got (0.9, 1)");
+  // A refused load leaves the optimizer as it was, options included.
+  optim::Adam c({q}, {.lr = 0.5, .betas = {0.5, 0.5}});
+  bad = st;
+  bad.tensors.pop_back();
+  CHECK_THROWS_AS(c.load_state_dict(bad), Error);
+  CHECK(c.options().betas == std::pair<double, double>{0.5, 0.5});
+  CHECK(c.lr() == 0.5);
+  CHECK(c.state_dict().scalars.count("state.0.step") == 0);
 
-  // SGD without momentum keeps no buffers: its state is the lr and the step counts.
+  // SGD without momentum keeps no buffers: its state is the lr, the options and the step counts.
   optim::SGD sgd({p}, {.lr = 0.1});
   run(sgd, p, 1);
   CHECK(sgd.state_dict().tensors.empty());
   CHECK(sgd.state_dict().scalars.at("state.0.step") == 1);
+  CHECK(sgd.state_dict().scalars.at("nesterov") == 0);
+}
+
+TEST_CASE("SGD state_dict carries its options: a loaded momentum brings its buffer") {
+  auto run = [](optim::Optimizer& opt, Tensor& p, float g) { set_grad(p, {g, -g}); opt.step(); };
+  Tensor p = param({1, 2});
+  optim::SGD a({p}, {.lr = 0.1, .momentum = 0.9, .dampening = 0, .weight_decay = 0.01, .nesterov = true});
+  run(a, p, 1);
+  const optim::OptimizerState st = a.state_dict();
+  Tensor q = from_vector(to_vector<float>(p), p.shape()).requires_grad_();
+  CHECK(st.scalars.at("momentum") == 0.9);
+  CHECK(st.scalars.at("weight_decay") == 0.01);
+  CHECK(st.scalars.at("nesterov") == 1);
+  // Made without momentum, b expects no buffer until the checkpoint's momentum is in.
+  optim::SGD b({q}, {.lr = 0.1});
+  b.load_state_dict(st);
+  CHECK(b.options().momentum == 0.9);
+  CHECK(b.options().nesterov);
+  run(a, p, 2);
+  run(b, q, 2);
+  CHECK(vec(q) == vec(p));
+
+  optim::OptimizerState bad = st;
+  bad.scalars["nesterov"] = 0.5;
+  CHECK(error_of([&] { b.load_state_dict(bad); }).find("'nesterov' must be 0 or 1, got 0.5") != std::string::npos);
+  bad = st;
+  bad.scalars["dampening"] = 0.1;
+  CHECK(error_of([&] { b.load_state_dict(bad); }).find("Nesterov momentum requires momentum > 0 and zero dampening") != std::string::npos);
+  CHECK(b.options().dampening == 0);
 }
 
 DEVICE_TEST_CASE("clip_grad_norm_: global L2 norm over all grads") {

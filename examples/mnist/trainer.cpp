@@ -95,7 +95,12 @@ static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Mo
     if (k.rfind("scaler.", 0) == 0) scaler_sd[k.substr(7)] = std::stod(v);
   }
   model.load_state_dict(model_sd);
+  // As in PyTorch, the checkpoint's lr and options replace the command line's: say which did.
+  const std::map<std::string, double> given = opt.state_dict().scalars;
   opt.load_state_dict(os);
+  for (const auto& [k, v] : opt.state_dict().scalars)
+    if (auto it = given.find(k); it != given.end() && k.rfind("state.", 0) != 0 && it->second != v)
+      log << "note: " << path << " sets the optimizer's " << k << " to " << v << " (this run's flags gave " << it->second << ")\n";
   // A checkpoint saved without a scaler (--amp off/bf16) resumed under fp16 starts a fresh one.
   if (scaler.is_enabled() && !scaler_sd.empty()) scaler.load_state_dict(scaler_sd);
   return std::stoi(meta("epoch"));
