@@ -11,6 +11,7 @@
 // passes through (steps). The tolerance follows from them (see tolerance()).
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -272,38 +273,39 @@ TEST_CASE("host <-> device copies keep every dtype's bits, contiguous and stride
 }
 
 #ifdef AMPGRAD_WITH_CUDA
+// What memory_stats(0) gained since s0: {allocated, reserved, cudaMalloc calls, cudaFree calls}.
+std::array<int64_t, 4> stats_since(const cuda::MemoryStats& s0) {
+  const cuda::MemoryStats s = cuda::memory_stats(0);
+  return {s.allocated_bytes - s0.allocated_bytes, s.reserved_bytes - s0.reserved_bytes, s.num_cuda_mallocs - s0.num_cuda_mallocs,
+          s.num_cuda_frees - s0.num_cuda_frees};
+}
+using Gained = std::array<int64_t, 4>;
+
 TEST_CASE("caching allocator: a freed block is reused, stats move, empty_cache returns it") {
   SKIP_WITHOUT_GPU();
   SKIP_TEST_IF(!cuda::memory_caching_enabled(), "AMPGRAD_NO_CUDA_MEMORY_CACHING is set");
   cuda::empty_cache();
+  cuda::reset_peak_memory_stats(0);  // earlier cases' peaks
   const cuda::MemoryStats s0 = cuda::memory_stats(0);
   void* a = cuda::allocate(1000, 0);  // rounds up to 1024 (512-byte granules below 1 MiB)
-  cuda::MemoryStats s = cuda::memory_stats(0);
-  CHECK(s.allocated_bytes - s0.allocated_bytes == 1024);
-  CHECK(s.reserved_bytes - s0.reserved_bytes == 1024);
-  CHECK(s.num_cuda_mallocs - s0.num_cuda_mallocs == 1);
+  CHECK(stats_since(s0) == Gained{1024, 1024, 1, 0});
   cuda::deallocate(a, 0);
-  s = cuda::memory_stats(0);
-  CHECK(s.allocated_bytes == s0.allocated_bytes);
-  CHECK(s.reserved_bytes - s0.reserved_bytes == 1024);  // cached, not freed
-  void* b = cuda::allocate(600, 0);                     // also rounds to 1024: the cached block
+  CHECK(stats_since(s0) == Gained{0, 1024, 1, 0});  // cached, not freed
+  void* b = cuda::allocate(600, 0);                 // also rounds to 1024: the cached block
   CHECK(b == a);
-  CHECK(cuda::memory_stats(0).num_cuda_mallocs - s0.num_cuda_mallocs == 1);
+  CHECK(stats_since(s0) == Gained{1024, 1024, 1, 0});
   cuda::deallocate(b, 0);
 
   void* big = cuda::allocate((3 << 20) + 1, 0);  // rounds to 4 MiB (2 MiB granules above 1 MiB)
-  s = cuda::memory_stats(0);
-  CHECK(s.allocated_bytes - s0.allocated_bytes == (4 << 20));
-  CHECK(s.peak_allocated_bytes >= s.allocated_bytes);
+  CHECK(stats_since(s0) == Gained{4 << 20, (4 << 20) + 1024, 2, 0});
+  CHECK(cuda::memory_stats(0).peak_allocated_bytes == s0.allocated_bytes + (4 << 20));
   cuda::deallocate(big, 0);
   cuda::reset_peak_memory_stats(0);
   CHECK(cuda::memory_stats(0).peak_allocated_bytes == s0.allocated_bytes);
   CHECK(cuda::allocate(0, 0) == nullptr);  // an empty tensor owns no memory
 
   cuda::empty_cache();
-  s = cuda::memory_stats(0);
-  CHECK(s.reserved_bytes == s.allocated_bytes);
-  CHECK(s.num_cuda_frees - s0.num_cuda_frees == 2);  // the 1 KiB and the 4 MiB block
+  CHECK(stats_since(s0) == Gained{0, 0, 2, 2});  // the 1 KiB and the 4 MiB block
 
   // Through tensors: a training step's second iteration allocates nothing new.
   { Tensor t = empty({1000}, TensorOptions().device(gpu)); }
@@ -336,15 +338,9 @@ TEST_CASE("AMPGRAD_NO_CUDA_MEMORY_CACHING: blocks of the exact size, returned to
   ScopedEnv off("AMPGRAD_NO_CUDA_MEMORY_CACHING", "1");
   const cuda::MemoryStats s0 = cuda::memory_stats(0);
   void* a = cuda::allocate(1000, 0);  // not rounded to 1024: a read of byte 1000 is out of bounds
-  cuda::MemoryStats s = cuda::memory_stats(0);
-  CHECK(s.allocated_bytes - s0.allocated_bytes == 1000);
-  CHECK(s.reserved_bytes - s0.reserved_bytes == 1000);
-  CHECK(s.num_cuda_mallocs - s0.num_cuda_mallocs == 1);
+  CHECK(stats_since(s0) == Gained{1000, 1000, 1, 0});
   cuda::deallocate(a, 0);
-  s = cuda::memory_stats(0);
-  CHECK(s.allocated_bytes == s0.allocated_bytes);
-  CHECK(s.reserved_bytes == s0.reserved_bytes);
-  CHECK(s.num_cuda_frees - s0.num_cuda_frees == 1);
+  CHECK(stats_since(s0) == Gained{0, 0, 1, 1});
 }
 
 TEST_CASE("TF32 is off by default, so float32 GEMMs keep float32 accuracy") {

@@ -134,31 +134,37 @@ TEST_CASE("an epoch's last accumulation group, short of accum_steps, steps on th
   CHECK(weights[0] == weights[1]);
 }
 
+// saved_small_run resumed for a second epoch with `change` made to its settings; returns the log.
+template <class F> static std::string resumed_log(const TempDir& dir, F change) {
+  mnist::TrainConfig c = saved_small_run(dir);
+  c.epochs = 2;
+  change(c);
+  std::ostringstream log;
+  mnist::train(c, log);
+  return log.str();
+}
+
 TEST_CASE("resuming with a setting that reorders the batches says so") {
   TempDir dir;
   write_synthetic_mnist(dir);
-  mnist::TrainConfig c = saved_small_run(dir);
-  c.epochs = 2;
-  c.seed = 1;
-  c.batch_size = 16;
-  std::ostringstream resumed_log;
-  mnist::train(c, resumed_log);
-  CHECK(resumed_log.str().find("was trained with seed=0, this run uses seed=1") != std::string::npos);
-  CHECK(resumed_log.str().find("was trained with batch_size=128, this run uses batch_size=16") != std::string::npos);
-  CHECK(resumed_log.str().find("limit_train") == std::string::npos);  // unchanged: not named
+  const std::string log = resumed_log(dir, [](mnist::TrainConfig& c) {
+    c.seed = 1;
+    c.batch_size = 16;
+  });
+  CHECK(log.find("was trained with seed=0, this run uses seed=1") != std::string::npos);
+  CHECK(log.find("was trained with batch_size=128, this run uses batch_size=16") != std::string::npos);
+  CHECK(log.find("limit_train") == std::string::npos);  // unchanged: not named
 }
 
 TEST_CASE("resuming with other optimizer flags: the checkpoint's values win, and the log says so") {
   TempDir dir;
   write_synthetic_mnist(dir);
-  mnist::TrainConfig c = saved_small_run(dir);
-  c.epochs = 2;
-  c.lr = 0.5;
-  c.momentum = 0.5;
-  std::ostringstream resumed_log;
-  mnist::train(c, resumed_log);
+  const std::string log = resumed_log(dir, [](mnist::TrainConfig& c) {
+    c.lr = 0.5;
+    c.momentum = 0.5;
+  });
   const std::string ck = dir / "small.safetensors";
-  CHECK(resumed_log.str().find("note: " + ck + " sets the optimizer's lr to 0.05 (this run's flags gave 0.5)") != std::string::npos);
-  CHECK(resumed_log.str().find("note: " + ck + " sets the optimizer's momentum to 0.9 (this run's flags gave 0.5)") != std::string::npos);
-  CHECK(resumed_log.str().find("dampening") == std::string::npos);  // unchanged: not named
+  CHECK(log.find("note: " + ck + " sets the optimizer's lr to 0.05 (this run's flags gave 0.5)") != std::string::npos);
+  CHECK(log.find("note: " + ck + " sets the optimizer's momentum to 0.9 (this run's flags gave 0.5)") != std::string::npos);
+  CHECK(log.find("dampening") == std::string::npos);  // unchanged: not named
 }
