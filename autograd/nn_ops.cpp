@@ -1,6 +1,7 @@
 // nn_ops.cpp — softmax family, losses, convolution, pooling, layer norm, dropout.
-// Softmax + cross-entropy is fused by hand (its gradient is simply softmax − one-hot); layer
-// norm, mse and dropout are composed from the library's own ops, so their backward comes free.
+// Softmax + cross-entropy is fused by hand (its gradient is simply softmax − one-hot, weighed);
+// layer norm, mse and dropout are composed from the library's own ops, so their backward comes
+// free.
 // Letters: N batch, C classes or channels, H W image, k kernel.
 #include <cmath>
 
@@ -32,18 +33,60 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(Op::log_s
 
 // ---- losses over (N, C) scores and int64 class targets (N)
 
-static void check_targets(const char* op, const Tensor& scores, const Tensor& target) {
+// The targets of a class loss, checked: `index` sends ignored ones to class 0, so every gather
+// stays in bounds; `kept` (float32, 0 or 1) marks the others; `weight` is each sample's weight,
+// class_weight[t_n] (1 without class weights) where kept, else 0; `total` its sum, what a mean
+// divides by, as in PyTorch (the number of kept targets without class weights).
+struct Targets {
+  Tensor index, kept, weight, total;
+};
+static Targets class_targets(const char* op, const Tensor& scores, const Tensor& target, const Tensor& class_weight, int64_t ignore_index) {
   AMPGRAD_CHECK(scores.dim() == 2, op << ": expected (N, C) inputs, got shape " << shape_str(scores.shape()));
   AMPGRAD_CHECK(target.dtype() == kInt64, op << ": target must be int64 class indices, got " << dtype_name(target.dtype()));
   AMPGRAD_CHECK(target.dim() == 1 && target.size(0) == scores.size(0),
                 op << ": target of shape " << shape_str(target.shape()) << " does not match input of shape " << shape_str(scores.shape()));
+  const int64_t C = scores.size(1);
+  if (class_weight.defined()) {
+    AMPGRAD_CHECK(class_weight.dim() == 1 && class_weight.size(0) == C && class_weight.is_floating_point(),
+                  op << ": weight must be a floating tensor of shape [" << C << "] (one per class), got " << shape_str(class_weight.shape())
+                     << " " << dtype_name(class_weight.dtype()));
+    AMPGRAD_CHECK(class_weight.device() == scores.device(),
+                  op << ": weight is on " << class_weight.device().str() << ", the input on " << scores.device().str());
+  }
+  Targets t;
+  Tensor kept = ne(target, scalar_like(ignore_index, target));
+  t.index = where(kept, target, zeros_like(target));
   // On the CPU a bad label is checked here, for a clear error instead of a read out of bounds.
   // On a GPU that would be a host sync per loss: there the gather kernel checks each index on
   // the device and aborts with the same message, as PyTorch's device-side assert does.
-  if (target.numel() == 0 || !target.device().is_cpu()) return;
-  int64_t lo = kernels::max_dim(target, 0, false, true).first.item<int64_t>();
-  int64_t hi = kernels::max_dim(target, 0, false, false).first.item<int64_t>();
-  AMPGRAD_CHECK(lo >= 0 && hi < scores.size(1), op << ": target " << (lo < 0 ? lo : hi) << " is out of bounds for " << scores.size(1) << " classes");
+  if (target.numel() > 0 && target.device().is_cpu()) {
+    const int64_t lo = kernels::max_dim(t.index, 0, false, true).first.item<int64_t>();
+    const int64_t hi = kernels::max_dim(t.index, 0, false, false).first.item<int64_t>();
+    AMPGRAD_CHECK(lo >= 0 && hi < C, op << ": target " << (lo < 0 ? lo : hi) << " is out of bounds for " << C << " classes");
+  }
+  t.kept = kept.to(kFloat32);
+  t.weight = class_weight.defined() ? t.kept * kernels::gather(class_weight.detach().to(kFloat32), 0, t.index) : t.kept;
+  t.total = sum(t.weight);
+  return t;
+}
+
+// −scores[n, t_n] · weight_n, per sample (N), in float32
+static Tensor weighted_nll(const Tensor& scores, const Targets& t) {
+  return neg(widened(kernels::gather(scores, 1, t.index.unsqueeze(1))).squeeze(1)) * t.weight;
+}
+
+// The losses (N, float32) reduced as asked and rounded once to the scores' dtype.
+static Tensor reduce_losses(const Tensor& losses, const Targets& t, Reduction reduction, DType dtype) {
+  if (reduction == Reduction::None) return rounded_to(losses, dtype);
+  Tensor total = sum(losses);
+  return rounded_to(reduction == Reduction::Mean ? total / t.total : total, dtype);
+}
+
+// The upstream gradient of a reduced loss, per sample: (N, 1), or (1, 1) to broadcast; float32.
+static Tensor per_sample(const Tensor& g, const Tensor& total, Reduction reduction) {
+  Tensor g32 = widened(g);
+  if (reduction == Reduction::None) return g32.unsqueeze(1);
+  return (reduction == Reduction::Mean ? g32 / total : g32).reshape({1, 1});
 }
 
 // (N, C) one-hot of target in dtype/device of `like`
@@ -52,46 +95,54 @@ static Tensor one_hot(const Tensor& target, const Tensor& like) {
   return kernels::scatter_add(like.shape(), 1, idx, ones(idx.shape(), TensorOptions(like.dtype()).device(like.device())));
 }
 
-// loss = mean_n [ (1−ε)·(−log p[n, t_n]) + ε/C · Σ_c −log p[n, c] ],  p = softmax(logits)
-// d loss / d logits = (p − ((1−ε)·onehot + ε/C)) / N
-Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, double eps) {
+// With p = softmax(logits), u the class weights (1 without), w_n = u[t_n] and k_n = 1 for kept
+// targets (both 0 for ignored ones), ε the label smoothing:
+//   loss_n = (1−ε)·w_n·(−log p[n, t_n]) + ε/C · k_n · Σ_c u_c·(−log p[n, c])
+//   d loss_n / d logits[n, c] = p_c·((1−ε)·w_n + ε/C·k_n·Σu) − (1−ε)·w_n·[c = t_n] − ε/C·k_n·u_c
+// (without weights or ignored targets: p − ((1−ε)·onehot + ε/C), the familiar softmax − target).
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& o) {
   auto [logits] = autocast(Op::cross_entropy, logits_in);
-  check_targets("cross_entropy", logits, target);
+  amp::suspend fused;  // the steps below are this op's own, not op calls to cast or trace
+  const double eps = o.label_smoothing;
   AMPGRAD_CHECK(eps >= 0 && eps <= 1, "cross_entropy: label_smoothing must be in [0, 1], got " << eps);
-  const int64_t N = logits.size(0), C = logits.size(1);
-  Tensor logp = kernels::softmax_lastdim(logits, true);  // (N, C)
-  Tensor picked = kernels::gather(logp, 1, target.unsqueeze(1));     // (N, 1)
-  Tensor loss = kernels::sum(widened(picked), {}, false);
-  kernels::scale_(loss, -(1 - eps) / N);
-  if (eps > 0) kernels::axpy_(loss, kernels::sum(widened(logp), {}, false), -eps / (C * (double)N));
-  loss = rounded_to(loss, logits.dtype());
-  record("cross_entropy", loss, {logits}, [logp, target = Saved(target), eps, N, C](const Tensor& g, const Needs&) {
-    Tensor p = exp(logp), goal = one_hot(target, p) * (1 - eps);
-    if (eps > 0) goal = goal + eps / C;
-    return grads((p - goal) * scaled(g, 1.0 / N));
+  const Targets t = class_targets("cross_entropy", logits, target, o.weight, o.ignore_index);
+  const int64_t C = logits.size(1);
+  const Tensor u = o.weight.defined() ? o.weight.detach().to(kFloat32).unsqueeze(0) : Tensor();  // (1, C)
+  Tensor logp = widened(kernels::softmax_lastdim(logits, true));                                  // (N, C)
+  Tensor losses = weighted_nll(logp, t) * (1 - eps);
+  if (eps > 0) losses = losses + neg(sum(u.defined() ? logp * u : logp, {1})) * t.kept * (eps / C);
+  Tensor loss = reduce_losses(losses, t, o.reduction, logits.dtype());
+  record("cross_entropy", loss, {logits}, [logp, t, u, eps, C, reduction = o.reduction, dtype = logits.dtype()](const Tensor& g, const Needs&) {
+    Tensor hit = (t.weight * (1 - eps)).unsqueeze(1), coef = hit, goal = one_hot(t.index, logp) * hit;
+    if (eps > 0) {
+      Tensor spread = (t.kept * (eps / C)).unsqueeze(1);
+      coef = coef + (u.defined() ? spread * sum(u) : spread * double(C));
+      goal = goal + (u.defined() ? spread * u : spread);
+    }
+    return grads(rounded_to((exp(logp) * coef - goal) * per_sample(g, t.total, reduction), dtype));
   });
   return loss;
 }
 
-// loss = −mean_n log_probs[n, t_n]
-Tensor nll_loss(const Tensor& logp_in, const Tensor& target) {
+// loss_n = −w_n · log_probs[n, t_n]; its gradient −w_n at (n, t_n), 0 elsewhere
+Tensor nll_loss(const Tensor& logp_in, const Tensor& target, const NLLLossOptions& o) {
   auto [logp] = autocast(Op::nll_loss, logp_in);
-  check_targets("nll_loss", logp, target);
-  const int64_t N = logp.size(0);
-  Tensor loss = kernels::sum(widened(kernels::gather(logp, 1, target.unsqueeze(1))), {}, false);
-  kernels::scale_(loss, -1.0 / N);
-  loss = rounded_to(loss, logp.dtype());
-  record("nll_loss", loss, {logp}, [target = Saved(target), shape = logp.shape(), N](const Tensor& g, const Needs&) {
-    Tensor src = scaled(g, -1.0 / N).reshape({1, 1}).expand({N, 1}).contiguous();
-    return grads(kernels::scatter_add(shape, 1, target.get().unsqueeze(1), src));
+  amp::suspend fused;  // as in cross_entropy
+  const Targets t = class_targets("nll_loss", logp, target, o.weight, o.ignore_index);
+  Tensor loss = reduce_losses(weighted_nll(logp, t), t, o.reduction, logp.dtype());
+  record("nll_loss", loss, {logp}, [t, shape = logp.shape(), reduction = o.reduction, dtype = logp.dtype()](const Tensor& g, const Needs&) {
+    Tensor src = neg(t.weight.unsqueeze(1) * per_sample(g, t.total, reduction));  // (N, 1)
+    return grads(rounded_to(kernels::scatter_add(shape, 1, t.index.unsqueeze(1), src), dtype));
   });
   return loss;
 }
 
-Tensor mse_loss(const Tensor& input_in, const Tensor& target_in) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
   auto [input, target] = autocast(Op::mse_loss, input_in, target_in);
   AMPGRAD_CHECK(input.shape() == target.shape(), "mse_loss: input " << shape_str(input.shape()) << " and target " << shape_str(target.shape()) << " differ in shape");
-  return mean(pow(input - target, 2));
+  Tensor squares = pow(input - target, 2);
+  if (reduction == Reduction::None) return squares;
+  return reduction == Reduction::Mean ? mean(squares) : sum(squares);
 }
 
 // ---- convolution as im2col + GEMM

@@ -106,10 +106,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});  
 // ---- neural-network ops ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
-// logits (N, C), target int64 (N); mean over N. Fused log-softmax + NLL.
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, double label_smoothing = 0.0);
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target);  // mean over N
-Tensor mse_loss(const Tensor& input, const Tensor& target);      // mean over all
+// The losses, as PyTorch's: `reduction` gives one loss per sample, their mean or their sum.
+// For the class losses, logits / log_probs (N, C) and int64 targets (N): `weight` (C) weighs
+// each class, and a mean divides by the summed weights of the targets; a target equal to
+// `ignore_index` adds nothing and does not count.
+enum class Reduction { None, Mean, Sum };
+struct CrossEntropyOptions {
+  Tensor weight;
+  int64_t ignore_index = -100;
+  Reduction reduction = Reduction::Mean;
+  double label_smoothing = 0.0;
+};
+struct NLLLossOptions {
+  Tensor weight;
+  int64_t ignore_index = -100;
+  Reduction reduction = Reduction::Mean;
+};
+// Fused log-softmax + NLL.
+//   cross_entropy(logits, y, {.ignore_index = 0, .label_smoothing = 0.1})
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NLLLossOptions& options = {});
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 // x (N, Cin, H, W), weight (Cout, Cin, kh, kw), bias (Cout) -> (N, Cout, Ho, Wo)
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1, int64_t padding = 0);
 Tensor max_pool2d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride = {});

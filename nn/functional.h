@@ -3,7 +3,7 @@
 // themselves (autograd/ops.h), brought in by name; nothing is wrapped or re-implemented.
 //
 //   namespace F = ampgrad::nn::functional;
-//   Tensor loss = F::cross_entropy(F::linear(F::relu(x), w, b), y, /*label_smoothing=*/0.1);
+//   Tensor loss = F::cross_entropy(F::linear(F::relu(x), w, b), y, {.label_smoothing = 0.1});
 #pragma once
 #include "autograd/ops.h"
 

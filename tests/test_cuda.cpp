@@ -184,8 +184,18 @@ std::vector<OpCase> op_table() {
       {"cross_entropy", {{4, 9}}, -3, 3, 9, composite,
        [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>({0, 8, 3, 3}))); }},
       {"cross_entropy label smoothing", {{4, 9}}, -3, 3, 9, composite,
-       [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>({1, 2, 7, 0})), 0.1); }},
+       [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>({1, 2, 7, 0})), {.label_smoothing = 0.1}); }},
+      {"cross_entropy weight, ignore_index, per sample", {{4, 9}}, -3, 3, 9, composite,
+       [](In i) {
+         return cross_entropy(i[0], beside(i[0], from_vector<int64_t>({1, -100, 7, 7})),
+                              {.weight = beside(i[0], arange(0.5, 2.75, 0.25)), .reduction = Reduction::None, .label_smoothing = 0.1});
+       }},
       {"nll_loss", {{4, 9}}, -3, 0, 4, simple, [](In i) { return nll_loss(i[0], beside(i[0], from_vector<int64_t>({5, 0, 8, 2}))); }},
+      {"nll_loss weight, ignore_index, sum", {{4, 9}}, -3, 0, 4, simple,
+       [](In i) {
+         return nll_loss(i[0], beside(i[0], from_vector<int64_t>({5, 0, 3, 3})),
+                         {.weight = beside(i[0], arange(0.5, 2.75, 0.25)), .ignore_index = 3, .reduction = Reduction::Sum});
+       }},
       {"mse_loss", {{4, 6}, {4, 6}}, -1, 1, 24, composite, [](In i) { return mse_loss(i[0], i[1]); }},
       {"conv2d", {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}}, -1, 1, 72, composite, [](In i) { return conv2d(i[0], i[1], i[2], 1, 1); }},
       {"conv2d stride 2", {{2, 3, 7, 7}, {4, 3, 3, 3}}, -1, 1, 27, composite, [](In i) { return conv2d(i[0], i[1], {}, 2, 0); }},

@@ -308,7 +308,7 @@ TEST_CASE("nn::functional names the autograd ops") {
   Tensor y = from_vector<int64_t>({0, 2});
   // uniform logits: −log(1/3) per row, with or without label smoothing
   CHECK(F::cross_entropy(logits, y).item<double>() == doctest::Approx(std::log(3.0)));
-  CHECK(F::cross_entropy(logits, y, 0.1).item<double>() == doctest::Approx(std::log(3.0)));
+  CHECK(F::cross_entropy(logits, y, {.label_smoothing = 0.1}).item<double>() == doctest::Approx(std::log(3.0)));
   close(vec(F::softmax(logits, 1)), std::vector<double>(6, 1.0 / 3));
   CHECK(F::mse_loss(from_vector<float>({1, 3}), from_vector<float>({0, 0})).item<double>() == doctest::Approx(5.0));
 }

@@ -146,7 +146,7 @@ DEVICE_TEST_CASE("softmax family and losses against closed forms") {
   close(vec(log_softmax(x, -1)), {-2.4076059644443806, -1.4076059644443804, -0.4076059644443804});
   Tensor t = from_vector<int64_t>({2}).to(dev);
   close(vec(cross_entropy(x, t)), {0.4076059644443804});       // −log softmax[2]
-  close(vec(cross_entropy(x, t, 0.1)), {0.5076059644443805});  // 0.9·0.4076 + 0.1·mean(−logp)
+  close(vec(cross_entropy(x, t, {.label_smoothing = 0.1})), {0.5076059644443805});  // 0.9·0.4076 + 0.1·mean(−logp)
   close(vec(nll_loss(log_softmax(x, 1), t)), {0.4076059644443804});
   close(vec(mse_loss(from_vector<double>({1, 2}).to(dev), from_vector<double>({0, 4}).to(dev))), {2.5});  // (1 + 4)/2
   // softmax of huge logits stays finite (max subtraction)
@@ -157,12 +157,64 @@ DEVICE_TEST_CASE("softmax family and losses against closed forms") {
   CHECK(gradcheck([&](In i) { return softmax(i[0], 0); }, {r(dev, {3, 2})}));
   CHECK(gradcheck([&](In i) { return log_softmax(i[0], -1); }, {r(dev, {2, 4})}));
   CHECK(gradcheck([&](In i) { return cross_entropy(i[0], tg); }, {r(dev, {3, 4})}));
-  CHECK(gradcheck([&](In i) { return cross_entropy(i[0], tg, 0.2); }, {r(dev, {3, 4})}));
+  CHECK(gradcheck([&](In i) { return cross_entropy(i[0], tg, {.label_smoothing = 0.2}); }, {r(dev, {3, 4})}));
   CHECK(gradcheck([&](In i) { return nll_loss(i[0], tg); }, {r(dev, {3, 4})}));
   CHECK(gradcheck([&](In i) { return mse_loss(i[0], i[1]); }, {r(dev, {2, 3}), r(dev, {2, 3})}));
   if (dev.is_cpu())  // on a GPU a bad target traps in the kernel (a device-side assert, as in PyTorch)
     CHECK_THROWS_WITH_AS(cross_entropy(x, from_vector<int64_t>({3})), doctest::Contains("target 3 is out of bounds for 3 classes"), Error);
   CHECK_THROWS_WITH_AS(cross_entropy(x, from_vector<float>({1}).to(dev)), doctest::Contains("target must be int64"), Error);
+}
+
+DEVICE_TEST_CASE("losses take PyTorch's weight, ignore_index and reduction") {
+  // Expected values from PyTorch 1.13 (torch.nn.functional, float64) on these inputs.
+  Tensor x = from_vector<double>({0.1, 0.2, 0.3, 1.0, -1.0, 0.5, 0.3, 0.3, -0.2, 2.0, 0.0, -1.0}, {4, 3}).to(dev);
+  Tensor t = from_vector<int64_t>({2, 0, -100, 1}).to(dev);  // the third target is ignored
+  Tensor w = from_vector<double>({0.5, 2.0, 1.5}).to(dev);
+  using R = Reduction;
+  close(vec(cross_entropy(x, t, {.reduction = R::None})), {1.001942848229244, 0.5549569196419907, 0, 2.1698460195562856});
+  close(vec(cross_entropy(x, t, {.reduction = R::Sum})), {3.7267457874275207});
+  close(vec(cross_entropy(x, t)), {1.2422485958091736});  // the sum over 3 kept targets, not 4
+  close(vec(cross_entropy(x, t, {.weight = w, .reduction = R::None})), {1.5029142723438662, 0.27747845982099534, 0, 4.339692039112571});
+  close(vec(cross_entropy(x, t, {.weight = w})), {1.5300211928193581});  // divided by w[2] + w[0] + w[1] = 4
+  close(vec(cross_entropy(x, t, {.reduction = R::None, .label_smoothing = 0.2})), {1.021942848229244, 0.7216235863086573, 0, 2.103179352889619});
+  close(vec(cross_entropy(x, t, {.weight = w, .reduction = R::None, .label_smoothing = 0.2})),
+        {1.4895161774028916, 0.6866379464279938, 0, 4.0837125698384});
+  close(vec(cross_entropy(x, t, {.weight = w, .reduction = R::Sum, .label_smoothing = 0.2})), {6.259866693669285});
+  close(vec(cross_entropy(x, t, {.weight = w, .label_smoothing = 0.2})), {1.5649666734173213});
+  close(vec(cross_entropy(x, t, {.label_smoothing = 0.2})), {1.2822485958091736});
+  Tensor lp = log_softmax(x, 1);
+  close(vec(nll_loss(lp, t, {.weight = w, .reduction = R::None})), {1.5029142723438662, 0.27747845982099534, 0, 4.339692039112571});
+  close(vec(nll_loss(lp, t, {.weight = w, .reduction = R::Sum})), {6.1200847712774324});
+  close(vec(nll_loss(lp, t, {.weight = w})), {1.5300211928193581});
+  // Every target ignored: a mean of nothing is 0/0, as in PyTorch.
+  CHECK(std::isnan(cross_entropy(x, from_vector<int64_t>({1, 1, 1, 1}).to(dev), {.ignore_index = 1}).item<double>()));
+  close(vec(mse_loss(from_vector<double>({1, 2}).to(dev), from_vector<double>({0, 4}).to(dev), R::None)), {1, 4});
+  close(vec(mse_loss(from_vector<double>({1, 2}).to(dev), from_vector<double>({0, 4}).to(dev), R::Sum)), {5});
+
+  // The gradient, PyTorch's for the weighted, smoothed mean; then finite differences for each form.
+  Tensor xg = x.detach().requires_grad_();
+  cross_entropy(xg, t, {.weight = w, .label_smoothing = 0.2}).backward();
+  close(vec(xg.grad()), {0.10189018863043338, 0.08848249762889406, -0.19037268625932735, -0.012650501172050915, -0.020384070141904905,
+                         0.0330345713139558, 0, 0, 0, 0.38543754275795844, -0.38004224028718925, -0.005395302470769176});
+  for (R red : {R::None, R::Sum, R::Mean})
+    for (double eps : {0.0, 0.3}) {
+      CAPTURE(int(red));
+      CAPTURE(eps);
+      CHECK(gradcheck([&](In i) { return cross_entropy(i[0], t, {.weight = w, .reduction = red, .label_smoothing = eps}); }, {r(dev, {4, 3})}));
+      CHECK(gradcheck([&](In i) { return cross_entropy(i[0], t, {.reduction = red, .label_smoothing = eps}); }, {r(dev, {4, 3})}));
+    }
+  for (R red : {R::None, R::Sum, R::Mean}) CHECK(gradcheck([&](In i) { return nll_loss(i[0], t, {.weight = w, .reduction = red}); }, {r(dev, {4, 3})}));
+  CHECK(gradcheck([&](In i) { return mse_loss(i[0], i[1], R::None); }, {r(dev, {2, 3}), r(dev, {2, 3})}));
+
+  // In a half-precision run the per-sample losses come back in the logits' dtype, the weights
+  // in any floating dtype.
+  CHECK(cross_entropy(x.to(kFloat16), t, {.weight = w.to(kFloat32), .reduction = R::None}).dtype() == kFloat16);
+  CHECK_THROWS_WITH_AS(cross_entropy(x, t, {.weight = from_vector<double>({1, 2}).to(dev)}),
+                       doctest::Contains("cross_entropy: weight must be a floating tensor of shape [3] (one per class), got [2] float64"), Error);
+  CHECK_THROWS_WITH_AS(nll_loss(x, t, {.weight = from_vector<int64_t>({1, 2, 3}).to(dev)}),
+                       doctest::Contains("nll_loss: weight must be a floating tensor of shape [3] (one per class), got [3] int64"), Error);
+  if (dev.is_cpu())  // an ignore_index other than the target's is no excuse for an out-of-range class
+    CHECK_THROWS_WITH_AS(cross_entropy(x, t, {.ignore_index = 0}), doctest::Contains("target -100 is out of bounds for 3 classes"), Error);
 }
 
 DEVICE_TEST_CASE("conv2d and max_pool2d: values and gradients") {
@@ -245,7 +297,7 @@ DEVICE_TEST_CASE("half means, losses, layer_norm and number factors compute in f
   const double log10_h = 2.302734375;  // -log_softmax of 10 equal logits, log 10, rounded to float16
   Tensor labels = zeros({40000}, TensorOptions(kInt64).device(dev));
   CHECK(vec(cross_entropy(zeros({40000, 10}, TensorOptions(kFloat16).device(dev)), labels))[0] == log10_h);
-  Tensor smooth = cross_entropy(zeros({3000, 10}, TensorOptions(kFloat16).device(dev)), zeros({3000}, TensorOptions(kInt64).device(dev)), 0.1);
+  Tensor smooth = cross_entropy(zeros({3000, 10}, TensorOptions(kFloat16).device(dev)), zeros({3000}, TensorOptions(kInt64).device(dev)), {.label_smoothing = 0.1});
   CHECK(vec(smooth)[0] == doctest::Approx(log10_h).epsilon(1e-3));  // Σ log p over 30,000 terms is -69,000
   CHECK(vec(nll_loss(full({40000, 10}, -2.3, TensorOptions(kFloat16).device(dev)), labels))[0] == 2.30078125);  // float16(2.3)
   Tensor ln = layer_norm(from_vector<float>({0, 600}, {1, 2}).to(dev).to(kFloat16), {2});
