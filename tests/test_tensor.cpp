@@ -202,7 +202,7 @@ TEST_CASE("printing looks like PyTorch") {
   // makes no difference)
   std::vector<float> many(2000);
   for (int i = 0; i < 2000; ++i) many[i] = float(i);
-  CHECK(to_string(from_vector<float>(many)) == "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03, 1.9990e+03])");
+  CHECK(to_string(from_vector<float>(many)) == "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n        1.9990e+03])");
   for (int i = 0; i < 2000; ++i) many[i] = float(1000 + i);
   many[1000] = 1e10f;
   CHECK(to_string(from_vector<float>(many)) == "tensor([1000., 1001., 1002.,  ..., 2997., 2998., 2999.])");
@@ -210,6 +210,50 @@ TEST_CASE("printing looks like PyTorch") {
   CHECK(to_string(zeros({0})) == "tensor([])");
   CHECK(to_string(zeros({2, 0})) == "tensor([], size=(2, 0))");
   CHECK(to_string(zeros({0}, kInt64)) == "tensor([], dtype=int64)");
+  // Rows wrap at 80 columns and the suffixes move to a line of their own when they would pass
+  // it; the expected strings are PyTorch 1.13's repr (with its dtype names shortened).
+  CHECK(to_string(arange(0, 30, 1)) ==
+        "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12., 13.,\n"
+        "        14., 15., 16., 17., 18., 19., 20., 21., 22., 23., 24., 25., 26., 27.,\n"
+        "        28., 29.])");
+  CHECK(to_string(arange(40)) ==
+        "tensor([ 0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16, 17,\n"
+        "        18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,\n"
+        "        36, 37, 38, 39])");
+  CHECK(to_string(ones({30}, kBool)) ==
+        "tensor([True, True, True, True, True, True, True, True, True, True, True, True,\n"
+        "        True, True, True, True, True, True, True, True, True, True, True, True,\n"
+        "        True, True, True, True, True, True])");
+  CHECK(to_string(arange(0, 40, 1).reshape({2, 20})) ==
+        "tensor([[ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12., 13.,\n"
+        "         14., 15., 16., 17., 18., 19.],\n"
+        "        [20., 21., 22., 23., 24., 25., 26., 27., 28., 29., 30., 31., 32., 33.,\n"
+        "         34., 35., 36., 37., 38., 39.]])");
+  CHECK(to_string(arange(0, 150, 1).reshape({2, 3, 25}).narrow(1, 0, 1)) ==
+        "tensor([[[ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12., 13.,\n"
+        "          14., 15., 16., 17., 18., 19., 20., 21., 22., 23., 24.]],\n"
+        "\n"
+        "        [[75., 76., 77., 78., 79., 80., 81., 82., 83., 84., 85., 86., 87., 88.,\n"
+        "          89., 90., 91., 92., 93., 94., 95., 96., 97., 98., 99.]]])");
+  CHECK(to_string(arange(0, 10000, 1).reshape({100, 100})) ==
+        "tensor([[0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 9.7000e+01, 9.8000e+01,\n"
+        "         9.9000e+01],\n"
+        "        [1.0000e+02, 1.0100e+02, 1.0200e+02,  ..., 1.9700e+02, 1.9800e+02,\n"
+        "         1.9900e+02],\n"
+        "        [2.0000e+02, 2.0100e+02, 2.0200e+02,  ..., 2.9700e+02, 2.9800e+02,\n"
+        "         2.9900e+02],\n"
+        "        ...,\n"
+        "        [9.7000e+03, 9.7010e+03, 9.7020e+03,  ..., 9.7970e+03, 9.7980e+03,\n"
+        "         9.7990e+03],\n"
+        "        [9.8000e+03, 9.8010e+03, 9.8020e+03,  ..., 9.8970e+03, 9.8980e+03,\n"
+        "         9.8990e+03],\n"
+        "        [9.9000e+03, 9.9010e+03, 9.9020e+03,  ..., 9.9970e+03, 9.9980e+03,\n"
+        "         9.9990e+03]])");
+  CHECK(to_string(arange(8000).reshape({2, 4000})) == "tensor([[   0,    1,    2,  ..., 3997, 3998, 3999],\n        [4000, 4001, 4002,  ..., 7997, 7998, 7999]])");
+  CHECK(to_string(arange(0, 13, 1, kFloat16)) == "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12.],\n       dtype=float16)");
+  CHECK(to_string(arange(0, 13, 1).requires_grad_()) ==
+        "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12.],\n       requires_grad=True)");
+  CHECK(to_string(arange(0, 3, 1, kFloat16).requires_grad_()) == "tensor([0., 1., 2.], dtype=float16, requires_grad=True)");
 }
 
 TEST_CASE("errors name the op and the shapes") {
