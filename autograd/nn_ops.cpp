@@ -33,12 +33,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(Op::log_s
 
 // ---- losses over (N, C) scores and int64 class targets (N)
 
-// The targets of a class loss, checked: `index` sends ignored ones to class 0, so every gather
-// stays in bounds; `kept` (float32, 0 or 1) marks the others; `weight` is each sample's weight,
-// class_weight[t_n] (1 without class weights) where kept, else 0; `total` its sum, what a mean
-// divides by, as in PyTorch (the number of kept targets without class weights).
+// The targets of a class loss, checked, in the loss's working dtype (float32 for half scores):
+// `index` sends ignored targets to class 0, so every gather stays in bounds, and `kept` marks
+// the others; `weight` is each sample's weight, u[t_n] (u the class weights, 1 without) where
+// kept, else 0; `total` its sum, what a mean divides by, as in PyTorch (the number of kept
+// targets without class weights); `target` is kept for autograd's version check, as PyTorch's.
 struct Targets {
-  Tensor index, kept, weight, total;
+  Saved target;
+  Tensor index = {}, kept = {}, weight = {}, total = {}, u = {};  // u: (1, C), undefined without class weights
 };
 static Targets class_targets(const char* op, const Tensor& scores, const Tensor& target, const Tensor& class_weight, int64_t ignore_index) {
   AMPGRAD_CHECK(scores.dim() == 2, op << ": expected (N, C) inputs, got shape " << shape_str(scores.shape()));
@@ -53,9 +55,10 @@ static Targets class_targets(const char* op, const Tensor& scores, const Tensor&
     AMPGRAD_CHECK(class_weight.device() == scores.device(),
                   op << ": weight is on " << class_weight.device().str() << ", the input on " << scores.device().str());
   }
-  Targets t;
-  Tensor kept = ne(target, scalar_like(ignore_index, target));
-  t.index = where(kept, target, zeros_like(target));
+  const DType wd = is_half(scores.dtype()) ? kFloat32 : scores.dtype();
+  Targets t{.target = Saved(target)};
+  t.kept = ne(target, scalar_like(ignore_index, target));
+  t.index = where(t.kept, target, zeros_like(target));
   // On the CPU a bad label is checked here, for a clear error instead of a read out of bounds.
   // On a GPU that would be a host sync per loss: there the gather kernel checks each index on
   // the device and aborts with the same message, as PyTorch's device-side assert does.
@@ -64,29 +67,36 @@ static Targets class_targets(const char* op, const Tensor& scores, const Tensor&
     const int64_t hi = kernels::max_dim(t.index, 0, false, false).first.item<int64_t>();
     AMPGRAD_CHECK(lo >= 0 && hi < C, op << ": target " << (lo < 0 ? lo : hi) << " is out of bounds for " << C << " classes");
   }
-  t.kept = kept.to(kFloat32);
-  t.weight = class_weight.defined() ? t.kept * kernels::gather(class_weight.detach().to(kFloat32), 0, t.index) : t.kept;
+  t.weight = t.kept.to(wd);
+  if (class_weight.defined()) {
+    t.u = class_weight.detach().to(wd).unsqueeze(0);
+    t.weight = t.weight * kernels::gather(t.u, 1, t.index.unsqueeze(0)).squeeze(0);
+  }
   t.total = sum(t.weight);
   return t;
 }
 
-// −scores[n, t_n] · weight_n, per sample (N), in float32
+// −scores[n, t_n] · weight_n, per sample (N), in the working dtype
 static Tensor weighted_nll(const Tensor& scores, const Targets& t) {
   return neg(widened(kernels::gather(scores, 1, t.index.unsqueeze(1))).squeeze(1)) * t.weight;
 }
 
-// The losses (N, float32) reduced as asked and rounded once to the scores' dtype.
+// The losses (N) reduced as asked and rounded once to the scores' dtype.
 static Tensor reduce_losses(const Tensor& losses, const Targets& t, Reduction reduction, DType dtype) {
   if (reduction == Reduction::None) return rounded_to(losses, dtype);
   Tensor total = sum(losses);
   return rounded_to(reduction == Reduction::Mean ? total / t.total : total, dtype);
 }
 
-// The upstream gradient of a reduced loss, per sample: (N, 1), or (1, 1) to broadcast; float32.
-static Tensor per_sample(const Tensor& g, const Tensor& total, Reduction reduction) {
-  Tensor g32 = widened(g);
-  if (reduction == Reduction::None) return g32.unsqueeze(1);
-  return (reduction == Reduction::Mean ? g32 / total : g32).reshape({1, 1});
+// A class loss's gradient, d loss_n / d scores[n, :] (N, C), times the upstream gradient of the
+// reduced loss, rounded to the scores' dtype. Ignored targets' rows are 0 even where a mean of
+// nothing (0/0) makes the rest NaN, as in PyTorch.
+static Tensor class_grad(const Tensor& dloss_n, const Tensor& g, const Targets& t, Reduction reduction, DType dtype) {
+  (void)t.target.get();  // raises if the targets were written in place since the forward
+  Tensor gn = widened(g);
+  gn = reduction == Reduction::None ? gn.unsqueeze(1) : (reduction == Reduction::Mean ? gn / t.total : gn).reshape({1, 1});
+  Tensor grad = dloss_n * gn;
+  return rounded_to(where(t.kept.unsqueeze(1), grad, scalar_like(0, grad)), dtype);
 }
 
 // (N, C) one-hot of target in dtype/device of `like`
@@ -107,19 +117,18 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
   AMPGRAD_CHECK(eps >= 0 && eps <= 1, "cross_entropy: label_smoothing must be in [0, 1], got " << eps);
   const Targets t = class_targets("cross_entropy", logits, target, o.weight, o.ignore_index);
   const int64_t C = logits.size(1);
-  const Tensor u = o.weight.defined() ? o.weight.detach().to(kFloat32).unsqueeze(0) : Tensor();  // (1, C)
-  Tensor logp = widened(kernels::softmax_lastdim(logits, true));                                  // (N, C)
+  Tensor logp = widened(kernels::softmax_lastdim(logits, true));  // (N, C)
   Tensor losses = weighted_nll(logp, t) * (1 - eps);
-  if (eps > 0) losses = losses + neg(sum(u.defined() ? logp * u : logp, {1})) * t.kept * (eps / C);
+  if (eps > 0) losses = losses + neg(sum(t.u.defined() ? logp * t.u : logp, {1})) * t.kept.to(logp.dtype()) * (eps / C);
   Tensor loss = reduce_losses(losses, t, o.reduction, logits.dtype());
-  record("cross_entropy", loss, {logits}, [logp, t, u, eps, C, reduction = o.reduction, dtype = logits.dtype()](const Tensor& g, const Needs&) {
+  record("cross_entropy", loss, {logits}, [logp, t, eps, C, reduction = o.reduction, dtype = logits.dtype()](const Tensor& g, const Needs&) {
     Tensor hit = (t.weight * (1 - eps)).unsqueeze(1), coef = hit, goal = one_hot(t.index, logp) * hit;
-    if (eps > 0) {
-      Tensor spread = (t.kept * (eps / C)).unsqueeze(1);
-      coef = coef + (u.defined() ? spread * sum(u) : spread * double(C));
-      goal = goal + (u.defined() ? spread * u : spread);
+    if (eps > 0) {  // ignored rows are zeroed by class_grad
+      const double spread = eps / C;
+      coef = coef + (t.u.defined() ? sum(t.u) * spread : scalar_like(eps, coef));
+      goal = goal + (t.u.defined() ? t.u * spread : scalar_like(spread, goal));
     }
-    return grads(rounded_to((exp(logp) * coef - goal) * per_sample(g, t.total, reduction), dtype));
+    return grads(class_grad(exp(logp) * coef - goal, g, t, reduction, dtype));
   });
   return loss;
 }
@@ -131,8 +140,8 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target, const NLLLossOption
   const Targets t = class_targets("nll_loss", logp, target, o.weight, o.ignore_index);
   Tensor loss = reduce_losses(weighted_nll(logp, t), t, o.reduction, logp.dtype());
   record("nll_loss", loss, {logp}, [t, shape = logp.shape(), reduction = o.reduction, dtype = logp.dtype()](const Tensor& g, const Needs&) {
-    Tensor src = neg(t.weight.unsqueeze(1) * per_sample(g, t.total, reduction));  // (N, 1)
-    return grads(rounded_to(kernels::scatter_add(shape, 1, t.index.unsqueeze(1), src), dtype));
+    Tensor dloss_n = kernels::scatter_add(shape, 1, t.index.unsqueeze(1), neg(t.weight).unsqueeze(1));
+    return grads(class_grad(dloss_n, g, t, reduction, dtype));
   });
   return loss;
 }

@@ -112,13 +112,13 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // `ignore_index` adds nothing and does not count.
 enum class Reduction { None, Mean, Sum };
 struct CrossEntropyOptions {
-  Tensor weight;
+  Tensor weight = {};
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
   double label_smoothing = 0.0;
 };
 struct NLLLossOptions {
-  Tensor weight;
+  Tensor weight = {};
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
 };

@@ -153,6 +153,7 @@ void Optimizer::load_state(const OptimizerState& in) {
   std::vector<int64_t> steps(params_.size(), 0);
 
   AMPGRAD_CHECK(in.scalars.count("lr"), "Optimizer::load_state_dict: missing key 'lr'");
+  AMPGRAD_CHECK(in.scalars.at("lr") >= 0, "Optimizer::load_state_dict: 'lr' must be >= 0, got " << in.scalars.at("lr"));
   for (const auto& [key, value] : in.scalars) {
     if (key == "lr" || options.count(key)) continue;
     auto parsed = parse_state_key(key, params_.size());

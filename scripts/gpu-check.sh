@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # gpu-check.sh — everything that needs a GPU, in one run on a fresh GPU machine (< 8 minutes):
-# configure and build for sm_90, the whole ctest suite (CPU and CUDA cases), MNIST on CUDA in
-# float32, float16 + GradScaler and bfloat16, then the speed of one training step of a
-# 4 x 4096 MLP at batch 2048 in each precision, beside PyTorch's when torch is installed.
+# configure and build for sm_90; the whole ctest suite (CPU and CUDA cases), and after failed
+# tests the first failing suite again under compute-sanitizer with the caching allocator off
+# (memcheck.log); the speed of one training step of a 4 x 4096 MLP at batch 2048 in each
+# precision, beside PyTorch's when torch is installed; MNIST on CUDA in float32, float16 +
+# GradScaler and bfloat16.
 # Prints each stage's wall time; a failing stage is reported and the later ones still run. The
 # whole run has a budget (GPU_CHECK_BUDGET_S, 450 s: the device tool stops a command at 600 s)
-# and every stage a time limit within it (exit 124 in the table), so a kernel that hangs costs
-# minutes, not the machine's whole lease; a stage with no time left is not started. The logs
-# (ctest's, mnist's, both benchmarks', the step table, the stage table written as each stage
-# ends) go to $OUT/gpu-check when the device tool sets OUT, so they come back; else to the
-# build folder. The step table is written whatever failed: PyTorch's column needs no build.
-# After failed tests, the first failing suite runs again under compute-sanitizer, with the
-# caching allocator off (memcheck.log).
+# and every stage after configure a time limit within it (exit 124 in the table), so a kernel
+# that hangs costs minutes, not the machine's whole lease; a stage that would get under 30 s is
+# not started. The logs (ctest's, memcheck's, mnist's, both benchmarks', the step table, the
+# stage table written as each stage ends) go to $OUT/gpu-check when the device tool sets OUT,
+# so they come back; else to the build folder. The step table is written whatever failed:
+# PyTorch's column needs no build.
 # The GPU machine reaches no package registry: stage the build's libraries here with
 # scripts/gpu-deps.sh and the MNIST data with scripts/get-data.sh, then carry both folders.
 #
@@ -27,16 +28,16 @@ deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-450}))
 failed=() skipped=()
 [ -d /usr/local/cuda/bin ] && PATH=/usr/local/cuda/bin:$PATH  # nvcc, compute-sanitizer
 
-# limit CAP: the seconds a stage may run, CAP or what the budget has left (less 20 s to write
-# the tables), whichever is smaller.
+# limit CAP: the seconds a stage may run, CAP or what the budget has left (less 30 s: 10 for
+# timeout's kill, 20 to write the tables), whichever is smaller.
 limit() {
-  local left=$((deadline - SECONDS - 20))
+  local left=$((deadline - SECONDS - 30))
   echo $((left < $1 ? left : $1))
 }
 
 # timed NAME CMD...: runs CMD, prints its wall time and appends it to stages.txt, and notes a
-# failure (or a skip: CMD exits 77 when the stage cannot run here). With under 30 s of the
-# budget left the stage is not started, and that counts as a failure.
+# failure (or a skip: CMD exits 77 when the stage cannot run here). A stage whose limit would be
+# under 30 s is not started, and that counts as a failure.
 timed() {
   local name=$1 t0 t1 rc=0 line
   shift
@@ -60,9 +61,9 @@ timed() {
 
 run_ctest() {
   # The slowest case takes a few seconds; 60 s each, and the stage as a whole at most 240 s.
-  (cd "$build" && timeout "$(limit 240)" ctest --output-on-failure --timeout 60 -j"$jobs" 2>&1) | tee "$log/ctest.log"
+  (cd "$build" && timeout -k 10 "$(limit 240)" ctest --output-on-failure --timeout 60 -j"$jobs" 2>&1) | tee "$log/ctest.log"
   local rc=${PIPESTATUS[0]}
-  ((rc == 124)) && { echo "ctest stopped at its time limit"; return 124; }
+  ((rc == 124 || rc == 137)) && { echo "ctest stopped at its time limit"; return "$rc"; }
   # With a GPU present, a skipped CUDA case means the tests did not see it: that is a failure.
   if grep -qE "(test_cuda:|\(cuda\) ).*Skipped" "$log/ctest.log"; then
     echo "CUDA test cases were skipped although this machine should have a GPU; the tests say why:"
@@ -88,7 +89,7 @@ memcheck() {
   suite=$(grep -qx test_cuda <<<"$suites" && echo test_cuda || head -1 <<<"$suites")
   [ -n "$suite" ] || { echo "ctest failed, but no failing case is listed"; return 77; }
   echo "--- $suite"
-  AMPGRAD_NO_CUDA_MEMORY_CACHING=1 timeout "$(limit 120)" compute-sanitizer --tool memcheck --print-limit 20 \
+  AMPGRAD_NO_CUDA_MEMORY_CACHING=1 timeout -k 10 "$(limit 90)" compute-sanitizer --tool memcheck --print-limit 20 \
     "$build/tests/$suite" --test-case-exclude='*(cpu)' 2>&1 | tee "$log/memcheck.log" || true
 }
 
@@ -98,7 +99,7 @@ mnist() {  # mnist AMP: two epochs of the MLP on the GPU
     return 77
   fi
   echo "=== --amp $1" >>"$log/mnist.log"
-  timeout "$(limit 120)" "$build/examples/mnist" --device cuda --amp "$1" --epochs 2 2>&1 | tee -a "$log/mnist.log"
+  timeout -k 10 "$(limit 120)" "$build/examples/mnist" --device cuda --amp "$1" --epochs 2 2>&1 | tee -a "$log/mnist.log"
   return "${PIPESTATUS[0]}"
 }
 
@@ -107,7 +108,7 @@ bench_ampgrad() {
     echo "bench/gpu_step was not built"
     return 1
   fi
-  timeout "$(limit 180)" "$build/bench/gpu_step" | tee "$log/ampgrad.txt"
+  timeout -k 10 "$(limit 180)" "$build/bench/gpu_step" | tee "$log/ampgrad.txt"
   return "${PIPESTATUS[0]}"
 }
 
@@ -116,7 +117,7 @@ bench_torch() {
     echo "PyTorch with CUDA is not installed: ampgrad alone"
     return 77
   fi
-  timeout "$(limit 240)" python3 bench/torch_gpu_step.py | tee "$log/torch.txt"
+  timeout -k 10 "$(limit 240)" python3 bench/torch_gpu_step.py | tee "$log/torch.txt"
   return "${PIPESTATUS[0]}"
 }
 
@@ -136,10 +137,7 @@ step_table() {
 }
 
 mkdir -p "$log"
-: >"$log/stages.txt"
-: >"$log/ampgrad.txt"
-: >"$log/torch.txt"
-: >"$log/mnist.log"
+for f in stages.txt ctest.log memcheck.log ampgrad.txt torch.txt mnist.log; do : >"$log/$f"; done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 { g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1; } || true
 deps=() generator=()
@@ -150,10 +148,11 @@ fi
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi  # the GPU image has ninja, maybe no make
 timed "configure (sm_90)" cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAMPGRAD_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo "${deps[@]}"
-if ((${#failed[@]} == 0)); then timed "build (-j$jobs)" timeout "$(limit 300)" cmake --build "$build" -j"$jobs"; fi
+if ((${#failed[@]} == 0)); then timed "build (-j$jobs)" timeout -k 10 "$(limit 300)" cmake --build "$build" -j"$jobs"; fi
 built=$((${#failed[@]} == 0))
 if ((built)); then
   timed "ctest (CPU + CUDA)" run_ctest
+  if grep -q "tests FAILED:" "$log/ctest.log"; then timed "memcheck of a failing suite" memcheck; fi
   timed "benchmark ampgrad (MLP step)" bench_ampgrad
 fi
 timed "benchmark PyTorch (MLP step)" bench_torch
@@ -161,7 +160,6 @@ if ((built)); then
   timed "mnist cuda fp32" mnist off
   timed "mnist cuda fp16 + scaler" mnist fp16
   timed "mnist cuda bf16" mnist bf16
-  if grep -q "tests FAILED:" "$log/ctest.log"; then timed "memcheck of a failing suite" memcheck; fi
 fi
 
 echo

@@ -324,24 +324,25 @@ TEST_CASE("caching allocator: a freed block is reused, stats move, empty_cache r
   CHECK(cuda::memory_stats(0).num_cuda_mallocs == mallocs);
 }
 
-// Sets an environment variable for one scope, then puts back what was there.
+// Sets (value) or unsets (nullptr) an environment variable for one scope, then puts back what
+// was there.
 struct ScopedEnv {
   const char* name;
   std::optional<std::string> saved;
   ScopedEnv(const char* name, const char* value) : name(name) {
     if (const char* v = std::getenv(name)) saved = v;
-    setenv(name, value, 1);
+    value ? setenv(name, value, 1) : unsetenv(name);
   }
   ~ScopedEnv() { saved ? setenv(name, saved->c_str(), 1) : unsetenv(name); }
 };
 
 TEST_CASE("AMPGRAD_NO_CUDA_MEMORY_CACHING: blocks of the exact size, returned to the driver at once") {
   {
-    ScopedEnv off("AMPGRAD_NO_CUDA_MEMORY_CACHING", "1");
+    ScopedEnv off("AMPGRAD_NO_CUDA_MEMORY_CACHING", "0");  // set at all, as PyTorch's switch
     CHECK_FALSE(cuda::memory_caching_enabled());
   }
   {
-    ScopedEnv on("AMPGRAD_NO_CUDA_MEMORY_CACHING", "0");
+    ScopedEnv on("AMPGRAD_NO_CUDA_MEMORY_CACHING", nullptr);
     CHECK(cuda::memory_caching_enabled());
   }
   SKIP_WITHOUT_GPU();
@@ -351,6 +352,12 @@ TEST_CASE("AMPGRAD_NO_CUDA_MEMORY_CACHING: blocks of the exact size, returned to
   CHECK(stats_since(s0) == Gained{1000, 1000, 1, 0});
   cuda::deallocate(a, 0);
   CHECK(stats_since(s0) == Gained{0, 0, 1, 1});
+  void* b = cuda::allocate(1000, 0);
+  {
+    ScopedEnv on("AMPGRAD_NO_CUDA_MEMORY_CACHING", nullptr);
+    cuda::deallocate(b, 0);  // caching is back, but a 1000-byte block fits no free list
+  }
+  CHECK(stats_since(s0) == Gained{0, 0, 2, 2});
 }
 
 TEST_CASE("TF32 is off by default, so float32 GEMMs keep float32 accuracy") {

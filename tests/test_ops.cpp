@@ -186,8 +186,34 @@ DEVICE_TEST_CASE("losses take PyTorch's weight, ignore_index and reduction") {
   close(vec(nll_loss(lp, t, {.weight = w, .reduction = R::None})), {1.5029142723438662, 0.27747845982099534, 0, 4.339692039112571});
   close(vec(nll_loss(lp, t, {.weight = w, .reduction = R::Sum})), {6.1200847712774324});
   close(vec(nll_loss(lp, t, {.weight = w})), {1.5300211928193581});
-  // Every target ignored: a mean of nothing is 0/0, as in PyTorch.
-  CHECK(std::isnan(cross_entropy(x, from_vector<int64_t>({1, 1, 1, 1}).to(dev), {.ignore_index = 1}).item<double>()));
+  // Every target ignored: a mean of nothing is 0/0, as in PyTorch, but the gradient is 0, so a
+  // batch of nothing but padding leaves the parameters alone.
+  Tensor none_kept = from_vector<int64_t>({1, 1, 1, 1}).to(dev);
+  for (double eps : {0.0, 0.1}) {
+    Tensor xa = x.detach().requires_grad_();
+    Tensor loss = cross_entropy(xa, none_kept, {.ignore_index = 1, .label_smoothing = eps});
+    CHECK(std::isnan(loss.item<double>()));
+    loss.backward();
+    close(vec(xa.grad()), std::vector<double>(12, 0.0));
+  }
+  Tensor lpa = log_softmax(x, 1).detach().requires_grad_();
+  nll_loss(lpa, none_kept, {.ignore_index = 1}).backward();
+  close(vec(lpa.grad()), std::vector<double>(12, 0.0));
+  // float64 stays float64 throughout: class weights and smoothing that float32 cannot hold exactly
+  Tensor w3 = from_vector<double>({0.1, 0.2, 0.7}).to(dev), x3 = x.detach().requires_grad_();
+  Tensor l3 = cross_entropy(x3, t, {.weight = w3, .label_smoothing = 0.15});
+  close(vec(l3), {1.263038445561914}, 1e-14);
+  l3.backward();
+  close(vec(x3.grad()), {0.18889319545444413, 0.20428512082900904, -0.39317831628345307, -0.01249690594936124, 0.0004889031850570279,
+                         0.012008002764304207, 0, 0, 0, 0.1806348415858947, -0.15487705613538924, -0.025757785450505465},
+        1e-14);
+  // Targets written in place between forward and backward: PyTorch's error, not a silent answer.
+  {
+    Tensor tt = t.clone(), xb = x.detach().requires_grad_();
+    Tensor loss = cross_entropy(xb, tt);
+    tt.fill_(0);
+    CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("modified by an inplace operation"), Error);
+  }
   close(vec(mse_loss(from_vector<double>({1, 2}).to(dev), from_vector<double>({0, 4}).to(dev), R::None)), {1, 4});
   close(vec(mse_loss(from_vector<double>({1, 2}).to(dev), from_vector<double>({0, 4}).to(dev), R::Sum)), {5});
 

@@ -245,6 +245,9 @@ TEST_CASE("optimizer state_dict: round trip, and strict loading") {
   bad.scalars.erase("eps");
   expect_error(bad, "missing key 'eps'");
   bad = st;
+  bad.scalars["lr"] = -1;
+  expect_error(bad, "'lr' must be >= 0, got -1");
+  bad = st;
   bad.scalars["beta2"] = 1;
   expect_error(bad, "betas must be in [0, 1), got (0.9, 1)");
   // A refused load leaves the optimizer as it was, options included.

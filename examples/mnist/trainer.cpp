@@ -99,7 +99,7 @@ static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Mo
   const std::map<std::string, double> given = opt.state_dict().scalars;
   opt.load_state_dict(os);
   for (const auto& [k, v] : opt.state_dict().scalars)
-    if (auto it = given.find(k); it != given.end() && k.rfind("state.", 0) != 0 && it->second != v)
+    if (auto it = given.find(k); it != given.end() && it->second != v)
       log << "note: " << path << " sets the optimizer's " << k << " to " << v << " (this run's flags gave " << it->second << ")\n";
   // A checkpoint saved without a scaler (--amp off/bf16) resumed under fp16 starts a fresh one.
   if (scaler.is_enabled() && !scaler_sd.empty()) scaler.load_state_dict(scaler_sd);
@@ -153,7 +153,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     metrics << "epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps\n";
   }
   log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
-      << " test) optimizer=" << c.optimizer << " lr=" << c.lr << " batch=" << c.batch_size << " amp=" << c.amp
+      << " test) optimizer=" << c.optimizer << " lr=" << opt->lr() << " batch=" << c.batch_size << " amp=" << c.amp
       << " scaler=" << (use_scaler ? "on" : "off") << " device=" << device.str() << " threads=" << get_num_threads() << "\n";
 
   TrainResult result;

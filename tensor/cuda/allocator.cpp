@@ -4,11 +4,11 @@
 // reuses them without calling CUDA at all. Leaves out what PyTorch's allocator adds: splitting
 // and merging blocks, per-stream pools and events (one stream, runtime.h), memory fractions.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <string_view>
 #include <unordered_map>
 
 #include "tensor/cuda/runtime.h"
@@ -50,10 +50,10 @@ std::string mib(int64_t bytes) {
 
 // Returns one block to the driver. cudaFree waits for the device first, so a block whose last
 // kernel is still running is not pulled from under it. Lock held.
-void cuda_free(void* ptr, size_t size, DeviceCache& cache) {
+cudaError_t cuda_free(void* ptr, size_t size, DeviceCache& cache) {
   cache.stats.reserved_bytes -= int64_t(size);
   ++cache.stats.num_cuda_frees;
-  AMPGRAD_CUDA_CHECK(cudaFree(ptr));
+  return cudaFree(ptr);
 }
 
 // Returns every cached block of `device` to the driver, each leaving the list before its
@@ -63,7 +63,7 @@ void release_cached(int device, DeviceCache& cache) {
   while (!cache.free_blocks.empty()) {
     const auto [size, ptr] = *cache.free_blocks.begin();
     cache.free_blocks.erase(cache.free_blocks.begin());
-    cuda_free(ptr, size, cache);
+    AMPGRAD_CUDA_CHECK(cuda_free(ptr, size, cache));
   }
 }
 
@@ -93,10 +93,7 @@ void* cuda_malloc(int device, size_t size, DeviceCache& cache) {
 
 }  // namespace
 
-bool memory_caching_enabled() {
-  const char* v = std::getenv("AMPGRAD_NO_CUDA_MEMORY_CACHING");
-  return v == nullptr || std::string_view(v).empty() || std::string_view(v) == "0";
-}
+bool memory_caching_enabled() { return std::getenv("AMPGRAD_NO_CUDA_MEMORY_CACHING") == nullptr; }
 
 // Reuse is safe without events because all work is ordered on one stream (stream()): a block
 // freed here while a queued kernel still reads it goes to a tensor whose kernels are queued
@@ -134,12 +131,15 @@ void deallocate(void* ptr, int device) {
   const size_t size = it->second;
   cache.stats.allocated_bytes -= int64_t(size);
   cache.live_size.erase(it);
-  if (memory_caching_enabled()) {
+  if (memory_caching_enabled() && size == rounded(size)) {  // a block made uncached is not kept
     cache.free_blocks.emplace(size, ptr);
-  } else {
-    DeviceGuard guard(device);
-    cuda_free(ptr, size, cache);
+    return;
   }
+  // Called from destructors: a failure (the sticky error of an earlier bad kernel) is reported,
+  // not thrown, so the process can go on to say what went wrong.
+  DeviceGuard guard(device);
+  if (cudaError_t status = cuda_free(ptr, size, cache); status != cudaSuccess)
+    std::fprintf(stderr, "ampgrad: cudaFree of a released block failed: %s\n", cudaGetErrorString(status));
 }
 
 MemoryStats memory_stats(int device) {

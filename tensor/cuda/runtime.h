@@ -40,7 +40,7 @@ class DeviceGuard {
 // never. Storage (tensor/tensor.cpp) allocates and frees CUDA bytes through these two.
 void* allocate(size_t nbytes, int device);
 void deallocate(void* ptr, int device);
-// False while AMPGRAD_NO_CUDA_MEMORY_CACHING is set to anything but 0 (PyTorch's
+// False while AMPGRAD_NO_CUDA_MEMORY_CACHING is set, to any value (as PyTorch's
 // PYTORCH_NO_CUDA_MEMORY_CACHING): then every block is cudaMalloc'd at its exact size and
 // cudaFree'd when released, so compute-sanitizer sees an access past a tensor's end or after its
 // release. Read at every call, so it can be switched at run time (blocks cached before stay).
