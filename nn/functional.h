@@ -11,6 +11,7 @@ namespace ampgrad::nn::functional {
 
 using ampgrad::conv2d;
 using ampgrad::cross_entropy;
+using ampgrad::CrossEntropyOptions;
 using ampgrad::dropout;
 using ampgrad::gelu;
 using ampgrad::layer_norm;
@@ -19,6 +20,8 @@ using ampgrad::log_softmax;
 using ampgrad::max_pool2d;
 using ampgrad::mse_loss;
 using ampgrad::nll_loss;
+using ampgrad::NLLLossOptions;
+using ampgrad::Reduction;
 using ampgrad::relu;
 using ampgrad::softmax;
 

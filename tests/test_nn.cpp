@@ -311,4 +311,7 @@ TEST_CASE("nn::functional names the autograd ops") {
   CHECK(F::cross_entropy(logits, y, {.label_smoothing = 0.1}).item<double>() == doctest::Approx(std::log(3.0)));
   close(vec(F::softmax(logits, 1)), std::vector<double>(6, 1.0 / 3));
   CHECK(F::mse_loss(from_vector<float>({1, 3}), from_vector<float>({0, 0})).item<double>() == doctest::Approx(5.0));
+  // the options by their functional names: per-sample losses, the second target ignored
+  const F::CrossEntropyOptions per_sample{.ignore_index = 2, .reduction = F::Reduction::None};
+  CHECK(to_vector<float>(F::cross_entropy(logits, y, per_sample)) == std::vector<float>{float(std::log(3.0)), 0});
 }
