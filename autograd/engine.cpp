@@ -7,6 +7,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
+#include "tensor/profile.h"
 
 namespace ampgrad {
 
@@ -98,6 +99,7 @@ static void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   NoGradGuard no_grad;  // gradients are plain values here: no double backward
   amp::suspend no_autocast;  // each gradient runs in the dtype its forward ran in
+  InBackward profiled_as_backward;
   if (!root.grad_fn()) { accumulate_into_leaf(root.impl(), grad); return; }
   Node* start = root.grad_fn().get();
 

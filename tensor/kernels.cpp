@@ -5,6 +5,7 @@
 #include "tensor/backends.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
 #include "tensor/elementwise_ops.h"
+#include "tensor/profile.h"
 #ifdef AMPGRAD_WITH_CUDA
 #include "tensor/cuda/runtime.h"  // DeviceGuard
 #endif
@@ -37,17 +38,24 @@ static Device common_device(const char* op, std::initializer_list<const Tensor*>
   return first->device();
 }
 
-#ifdef AMPGRAD_WITH_CUDA
-// A CUDA call runs with its tensors' GPU current: kernels launch, and scratch memory is taken,
+// Runs a primitive on its tensors' device, timed when a Profile is on (tensor/profile.h). A
+// CUDA call runs with its tensors' GPU current: kernels launch, and scratch memory is taken,
 // where the tensors live (cuda:1 with cuda:0 current would be an illegal address).
-template <class CudaCall, class CpuCall> static auto on_device(Device d, CudaCall cuda_call, CpuCall cpu_call) {
-  if (!d.is_cuda()) return cpu_call();
-  cuda::DeviceGuard guard(d.index);
-  return cuda_call();
+template <class CudaCall, class CpuCall>
+static auto on_device(const char* op, Device d, [[maybe_unused]] CudaCall cuda_call, CpuCall cpu_call) {
+  KernelTimer timed(op, d);
+#ifdef AMPGRAD_WITH_CUDA
+  if (d.is_cuda()) {
+    cuda::DeviceGuard guard(d.index);
+    return cuda_call();
+  }
+#endif
+  return cpu_call();
 }
-#define DISPATCH(op, call, ...) on_device(common_device(op, {__VA_ARGS__}), [&] { return cuda::call; }, [&] { return cpu::call; })
+#ifdef AMPGRAD_WITH_CUDA
+#define DISPATCH(op, call, ...) on_device(op, common_device(op, {__VA_ARGS__}), [&] { return cuda::call; }, [&] { return cpu::call; })
 #else
-#define DISPATCH(op, call, ...) (common_device(op, {__VA_ARGS__}), cpu::call)
+#define DISPATCH(op, call, ...) on_device(op, common_device(op, {__VA_ARGS__}), nullptr, [&] { return cpu::call; })
 #endif
 
 // Whether the op that with_op(body) hands to body is defined for dtype t: elementwise_ops.h's
@@ -214,6 +222,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
   AMPGRAD_CHECK(numel_of(cpu::broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
                 "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
   check_written("copy_", dst, &src);
+  KernelTimer timed("copy_", dst.device().is_cuda() ? dst.device() : src.device());
 #ifdef AMPGRAD_WITH_CUDA
   if (dst.device().is_cuda() || src.device().is_cuda()) {
     cuda::DeviceGuard guard(dst.device().is_cuda() ? dst.device().index : src.device().index);

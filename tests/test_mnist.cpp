@@ -49,12 +49,27 @@ TEST_CASE("one epoch on a small set lowers the loss and beats chance") {
   c.data_dir = dir.path.string();
   c.epochs = 2;
   c.batch_size = 32;
+  c.profile = true;
   std::ostringstream log;
   mnist::TrainResult r = mnist::train(c, log);
   REQUIRE(r.epochs.size() == 2);
   CHECK(r.epochs[1].train_loss < r.epochs[0].train_loss);
   CHECK(r.epochs[0].train_loss < 2.2);   // below chance level, ln 10 = 2.303, within one epoch
   CHECK(r.epochs[1].test_acc > 0.5);     // chance is 0.1
+  // --profile: one table, for the first epoch's training steps. Each step runs the MLP's three
+  // Linear GEMMs forward and five backward (every weight's, and the input gradient of the two
+  // layers above the first).
+  const std::string text = log.str();
+  CHECK(text.find("kernel          phase") == text.rfind("kernel          phase"));
+  auto calls = [&](const std::string& row) {
+    const size_t at = text.find("\n" + row);
+    REQUIRE(at != std::string::npos);
+    return std::stoll(text.substr(at + 1 + row.size()));
+  };
+  const int64_t forward = calls("matmul          forward"), backward = calls("matmul          backward");
+  CHECK(forward > 0);
+  CHECK(forward % 3 == 0);
+  CHECK(backward == forward / 3 * 5);
 }
 
 TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {

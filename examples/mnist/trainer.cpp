@@ -16,6 +16,7 @@
 #include "data/loader.h"
 #include "mnist/models.h"
 #include "optim/optim.h"
+#include "tensor/profile.h"
 #include "tensor/threads.h"
 
 namespace mnist {
@@ -161,8 +162,10 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   double train_seconds = 0;
   int64_t train_samples = 0;
   std::optional<amp::Trace> trace;
+  std::optional<Profile> profile;
   for (int epoch = start_epoch; epoch < c.epochs; ++epoch) {
     if (c.amp_trace && epoch == start_epoch) trace.emplace();
+    if (c.profile && epoch == start_epoch) profile.emplace(device.is_cuda());
     model->train();
     const auto t0 = Clock::now();
     // summed where the loss lives: no host read per step
@@ -206,6 +209,10 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     if (trace) {
       trace->print_summary(log);
       trace.reset();
+    }
+    if (profile) {
+      profile->print(log);
+      profile.reset();
     }
 
     // evaluation, in the same precision as training

@@ -31,6 +31,7 @@ struct TrainConfig {
   int64_t limit_train = 0, limit_test = 0;  // use only the first N samples (0: all)
   std::string save_path, resume_path, metrics_path, scale_history_path;
   bool amp_trace = false;           // print autocast's per-op summary after the first epoch
+  bool profile = false;             // print where the first epoch's training time went, kernel by kernel
   bool progress = false;            // redraw a progress bar (for terminals)
 };
 

@@ -1,0 +1,74 @@
+// profile.cpp — the Profile's thread-local state, its timers and its table.
+#include "tensor/profile.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <ostream>
+
+#ifdef AMPGRAD_WITH_CUDA
+#include "tensor/cuda/runtime.h"
+#endif
+
+namespace ampgrad {
+namespace {
+thread_local Profile* active = nullptr;
+thread_local int depth = 0;  // nested KernelTimers alive
+thread_local bool in_backward = false;
+}  // namespace
+
+Profile::Profile(bool sync_cuda) : start_(Clock::now()), sync_cuda_(sync_cuda), prev_(active) { active = this; }
+Profile::~Profile() { active = prev_; }
+
+double Profile::wall_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - start_).count(); }
+
+std::vector<ProfileRow> Profile::rows() const {
+  std::vector<ProfileRow> out;
+  for (const auto& [key, value] : totals_) out.push_back({key.first, key.second, value.first, value.second});
+  std::stable_sort(out.begin(), out.end(), [](const ProfileRow& a, const ProfileRow& b) { return a.ms > b.ms; });
+  return out;
+}
+
+void Profile::print(std::ostream& os) const {
+  const double wall = wall_ms();
+  double kernels = 0;
+  const auto line = [&](const std::string& what, const std::string& phase, const std::string& calls, double ms) {
+    os << std::left << std::setw(16) << what << std::setw(10) << phase << std::right << std::setw(8) << calls << std::fixed
+       << std::setprecision(2) << std::setw(12) << ms << std::setprecision(1) << std::setw(8) << 100 * ms / std::max(wall, 1e-9) << "%\n";
+  };
+  os << std::left << std::setw(16) << "kernel" << std::setw(10) << "phase" << std::right << std::setw(8) << "calls" << std::setw(12)
+     << "total ms" << std::setw(9) << "share" << "\n";
+  for (const ProfileRow& r : rows()) {
+    line(r.kernel, r.backward ? "backward" : "forward", std::to_string(r.calls), r.ms);
+    kernels += r.ms;
+  }
+  line("(outside)", "", "", wall - kernels);
+  line("(wall time)", "", "", wall);
+  os << std::defaultfloat;
+  if (saw_cuda_ && !sync_cuda_) os << "(on the GPU a call's time is its launch: Profile(true) waits for each kernel)\n";
+}
+
+KernelTimer::KernelTimer(const char* kernel, Device device) : kernel_(kernel), device_(device) {
+  if (!active) return;
+  counted_ = true;
+  if (depth++ > 0) return;
+  profile_ = active;
+  start_ = Profile::Clock::now();
+}
+
+KernelTimer::~KernelTimer() {
+  if (!counted_) return;
+  --depth;
+  if (!profile_) return;
+#ifdef AMPGRAD_WITH_CUDA
+  if (profile_->sync_cuda_ && device_.is_cuda()) (void)cudaStreamSynchronize(cuda::stream());
+#endif
+  profile_->saw_cuda_ |= device_.is_cuda();
+  auto& [calls, ms] = profile_->totals_[{kernel_, in_backward}];
+  ++calls;
+  ms += std::chrono::duration<double, std::milli>(Profile::Clock::now() - start_).count();
+}
+
+InBackward::InBackward() : prev_(in_backward) { in_backward = true; }
+InBackward::~InBackward() { in_backward = prev_; }
+
+}  // namespace ampgrad

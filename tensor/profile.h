@@ -1,0 +1,81 @@
+// profile.h — where a training step's time goes, kernel by kernel. While a Profile is alive,
+// every primitive call on this thread (each one tensor/kernels.cpp dispatches: matmul, copy_ —
+// every autocast cast is one —, add, sum, softmax, ...) is counted and timed, apart for the
+// forward pass and for backward(); the rest of the wall time is what the kernels leave out
+// (autograd's bookkeeping, allocation, the optimizer's and GradScaler's own loops).
+//
+//   { ampgrad::Profile prof;  train_step();  prof.print(std::cout); }
+//
+// A GPU runs kernels asynchronously: a call's time is then its launch, unless the Profile is made
+// with sync_cuda, which waits for the device after each call (slower, but each row is its kernel).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/device.h"
+
+namespace ampgrad {
+
+struct ProfileRow {
+  std::string kernel;
+  bool backward;  // called inside backward()
+  int64_t calls;
+  double ms;      // wall time, summed over the calls
+};
+
+class Profile {
+ public:
+  explicit Profile(bool sync_cuda = false);
+  ~Profile();
+  Profile(const Profile&) = delete;
+  Profile& operator=(const Profile&) = delete;
+
+  std::vector<ProfileRow> rows() const;  // the largest total first
+  double wall_ms() const;                // since construction
+  // rows() as a table with each row's share of the wall time, then the time outside the kernels
+  void print(std::ostream& os) const;
+
+ private:
+  friend class KernelTimer;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start_;
+  bool sync_cuda_, saw_cuda_ = false;
+  std::map<std::pair<std::string, bool>, std::pair<int64_t, double>> totals_;  // (kernel, backward) -> calls, ms
+  Profile* prev_;
+};
+
+// For the dispatcher: times one primitive call while a Profile is on, and only the outermost
+// of nested calls (a kernel's own copy_ belongs to its time). Costs a thread-local test when off.
+class KernelTimer {
+ public:
+  KernelTimer(const char* kernel, Device device);
+  ~KernelTimer();
+  KernelTimer(const KernelTimer&) = delete;
+  KernelTimer& operator=(const KernelTimer&) = delete;
+
+ private:
+  Profile* profile_ = nullptr;  // set on the outermost timer only
+  bool counted_ = false;        // in the nesting depth
+  const char* kernel_;
+  Device device_;
+  Profile::Clock::time_point start_;
+};
+
+// For the engine: kernels called while one is alive count as backward.
+class InBackward {
+ public:
+  InBackward();
+  ~InBackward();
+  InBackward(const InBackward&) = delete;
+  InBackward& operator=(const InBackward&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace ampgrad
