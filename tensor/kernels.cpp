@@ -38,25 +38,30 @@ static Device common_device(const char* op, std::initializer_list<const Tensor*>
   return first->device();
 }
 
-// Runs a primitive on its tensors' device, timed when a Profile is on (tensor/profile.h). A
-// CUDA call runs with its tensors' GPU current: kernels launch, and scratch memory is taken,
-// where the tensors live (cuda:1 with cuda:0 current would be an illegal address).
+// Runs a primitive on its tensors' device, timed under the kernel's name when a Profile is on
+// (tensor/profile.h). A CUDA call runs with its tensors' GPU current: kernels launch, scratch
+// memory is taken and a Profile waits where the tensors live (cuda:1 with cuda:0 current would
+// be an illegal address).
 template <class CudaCall, class CpuCall>
-static auto on_device(const char* op, Device d, [[maybe_unused]] CudaCall cuda_call, CpuCall cpu_call) {
-  KernelTimer timed(op, d);
+static auto on_device(const char* kernel, Device d, [[maybe_unused]] CudaCall cuda_call, CpuCall cpu_call) {
 #ifdef AMPGRAD_WITH_CUDA
   if (d.is_cuda()) {
     cuda::DeviceGuard guard(d.index);
+    KernelTimer timed(kernel, d);
     return cuda_call();
   }
 #endif
+  KernelTimer timed(kernel, d);
   return cpu_call();
 }
+// op names the call in error messages, kernel in a Profile (they differ for conv2d's im2col/col2im).
 #ifdef AMPGRAD_WITH_CUDA
-#define DISPATCH(op, call, ...) on_device(op, common_device(op, {__VA_ARGS__}), [&] { return cuda::call; }, [&] { return cpu::call; })
+#define DISPATCH_AS(op, kernel, call, ...) \
+  on_device(kernel, common_device(op, {__VA_ARGS__}), [&] { return cuda::call; }, [&] { return cpu::call; })
 #else
-#define DISPATCH(op, call, ...) on_device(op, common_device(op, {__VA_ARGS__}), nullptr, [&] { return cpu::call; })
+#define DISPATCH_AS(op, kernel, call, ...) on_device(kernel, common_device(op, {__VA_ARGS__}), nullptr, [&] { return cpu::call; })
 #endif
+#define DISPATCH(op, call, ...) DISPATCH_AS(op, op, call, __VA_ARGS__)
 
 // Whether the op that with_op(body) hands to body is defined for dtype t: elementwise_ops.h's
 // defined_for, the rule the backends compile their kernels by, asked at run time.
@@ -199,7 +204,7 @@ static void check_conv(const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, 
 }
 Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   check_conv(x.shape(), kh, kw, s, p);
-  return DISPATCH("conv2d", im2col(x, kh, kw, s, p), &x);
+  return DISPATCH_AS("conv2d", "im2col", im2col(x, kh, kw, s, p), &x);
 }
 Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   AMPGRAD_CHECK(cols.dtype() != kBool, "conv2d: not defined for dtype bool");
@@ -207,7 +212,7 @@ Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, 
   const Shape cols_shape{x_shape[0] * window_out_size(x_shape[2], kh, s, p) * window_out_size(x_shape[3], kw, s, p), x_shape[1] * kh * kw};
   AMPGRAD_CHECK(cols.shape() == cols_shape, "conv2d: columns of shape " << shape_str(cols.shape()) << " do not match image "
                                                                        << shape_str(x_shape) << " (expected " << shape_str(cols_shape) << ")");
-  return DISPATCH("conv2d", col2im(cols, x_shape, kh, kw, s, p), &cols);
+  return DISPATCH_AS("conv2d", "col2im", col2im(cols, x_shape, kh, kw, s, p), &cols);
 }
 std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, int64_t k, int64_t s) {
   AMPGRAD_CHECK(x.dim() == 4, "max_pool2d: expected an (N, C, H, W) tensor, got shape " << shape_str(x.shape()));
@@ -222,14 +227,16 @@ void copy_(const Tensor& dst, const Tensor& src) {
   AMPGRAD_CHECK(numel_of(cpu::broadcast_shapes("copy_", dst.shape(), src.shape())) == dst.numel(),
                 "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
   check_written("copy_", dst, &src);
-  KernelTimer timed("copy_", dst.device().is_cuda() ? dst.device() : src.device());
 #ifdef AMPGRAD_WITH_CUDA
   if (dst.device().is_cuda() || src.device().is_cuda()) {
-    cuda::DeviceGuard guard(dst.device().is_cuda() ? dst.device().index : src.device().index);
+    const Device gpu = dst.device().is_cuda() ? dst.device() : src.device();
+    cuda::DeviceGuard guard(gpu.index);
+    KernelTimer timed("copy_", gpu);
     return cuda::copy_(dst, src);
   }
 #endif
   common_device("copy_", {&dst, &src});
+  KernelTimer timed("copy_", dst.device());
   cpu::copy_(dst, src);
 }
 

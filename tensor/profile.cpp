@@ -1,9 +1,12 @@
-// profile.cpp — the Profile's thread-local state, its timers and its table.
+// profile.cpp — the Profile's thread-local state, its timers and its table. No device timers
+// (CUDA events): on a GPU the host waits instead, which is simpler and enough to rank kernels.
 #include "tensor/profile.h"
 
 #include <algorithm>
+#include <exception>
 #include <iomanip>
 #include <ostream>
+#include <sstream>
 
 #ifdef AMPGRAD_WITH_CUDA
 #include "tensor/cuda/runtime.h"
@@ -28,9 +31,10 @@ std::vector<ProfileRow> Profile::rows() const {
   return out;
 }
 
-void Profile::print(std::ostream& os) const {
+void Profile::print(std::ostream& out) const {
   const double wall = wall_ms();
   double kernels = 0;
+  std::ostringstream os;  // its formatting, not the caller's stream's
   const auto line = [&](const std::string& what, const std::string& phase, const std::string& calls, double ms) {
     os << std::left << std::setw(16) << what << std::setw(10) << phase << std::right << std::setw(8) << calls << std::fixed
        << std::setprecision(2) << std::setw(12) << ms << std::setprecision(1) << std::setw(8) << 100 * ms / std::max(wall, 1e-9) << "%\n";
@@ -38,13 +42,13 @@ void Profile::print(std::ostream& os) const {
   os << std::left << std::setw(16) << "kernel" << std::setw(10) << "phase" << std::right << std::setw(8) << "calls" << std::setw(12)
      << "total ms" << std::setw(9) << "share" << "\n";
   for (const ProfileRow& r : rows()) {
-    line(r.kernel, r.backward ? "backward" : "forward", std::to_string(r.calls), r.ms);
+    line(r.kernel, r.backward ? "backward" : "other", std::to_string(r.calls), r.ms);
     kernels += r.ms;
   }
   line("(outside)", "", "", wall - kernels);
   line("(wall time)", "", "", wall);
-  os << std::defaultfloat;
   if (saw_cuda_ && !sync_cuda_) os << "(on the GPU a call's time is its launch: Profile(true) waits for each kernel)\n";
+  out << os.str();
 }
 
 KernelTimer::KernelTimer(const char* kernel, Device device) : kernel_(kernel), device_(device) {
@@ -52,20 +56,28 @@ KernelTimer::KernelTimer(const char* kernel, Device device) : kernel_(kernel), d
   counted_ = true;
   if (depth++ > 0) return;
   profile_ = active;
+  exceptions_ = std::uncaught_exceptions();
+  wait_for_device();  // work queued earlier is not this call's
   start_ = Profile::Clock::now();
 }
 
 KernelTimer::~KernelTimer() {
   if (!counted_) return;
   --depth;
-  if (!profile_) return;
+  if (!profile_ || std::uncaught_exceptions() > exceptions_) return;
+  wait_for_device();
+  const double ms = std::chrono::duration<double, std::milli>(Profile::Clock::now() - start_).count();
+  profile_->saw_cuda_ |= device_.is_cuda();
+  auto& [calls, total] = profile_->totals_[{kernel_, in_backward}];
+  ++calls;
+  total += ms;
+}
+
+// With sync_cuda, a CUDA call's device (the current one: the dispatcher's guard) finishes first.
+void KernelTimer::wait_for_device() const {
 #ifdef AMPGRAD_WITH_CUDA
   if (profile_->sync_cuda_ && device_.is_cuda()) (void)cudaStreamSynchronize(cuda::stream());
 #endif
-  profile_->saw_cuda_ |= device_.is_cuda();
-  auto& [calls, ms] = profile_->totals_[{kernel_, in_backward}];
-  ++calls;
-  ms += std::chrono::duration<double, std::milli>(Profile::Clock::now() - start_).count();
 }
 
 InBackward::InBackward() : prev_(in_backward) { in_backward = true; }

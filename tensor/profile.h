@@ -1,13 +1,17 @@
 // profile.h — where a training step's time goes, kernel by kernel. While a Profile is alive,
 // every primitive call on this thread (each one tensor/kernels.cpp dispatches: matmul, copy_ —
-// every autocast cast is one —, add, sum, softmax, ...) is counted and timed, apart for the
-// forward pass and for backward(); the rest of the wall time is what the kernels leave out
-// (autograd's bookkeeping, allocation, the optimizer's and GradScaler's own loops).
+// every autocast cast is one —, add, sum, softmax, im2col, ...) is counted and timed, those
+// inside backward() apart from the rest (the forward pass, zero_grad, the GradScaler's scale);
+// the remainder of the wall time is what the kernels leave out (autograd's bookkeeping, the
+// optimizer's and GradScaler's own loops, batching).
 //
 //   { ampgrad::Profile prof;  train_step();  prof.print(std::cout); }
 //
+// Profiles are scoped: made and destroyed on one thread, an inner one in an outer one's
+// lifetime, which records again once the inner one is gone.
 // A GPU runs kernels asynchronously: a call's time is then its launch, unless the Profile is made
-// with sync_cuda, which waits for the device after each call (slower, but each row is its kernel).
+// with sync_cuda, which waits for the device before and after each call (slower, but each row
+// is its kernel, and work queued by others falls outside the rows).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -23,7 +27,7 @@ namespace ampgrad {
 
 struct ProfileRow {
   std::string kernel;
-  bool backward;  // called inside backward()
+  bool backward;  // called inside backward(); else "other"
   int64_t calls;
   double ms;      // wall time, summed over the calls
 };
@@ -50,7 +54,8 @@ class Profile {
 };
 
 // For the dispatcher: times one primitive call while a Profile is on, and only the outermost
-// of nested calls (a kernel's own copy_ belongs to its time). Costs a thread-local test when off.
+// of nested calls (a kernel's own fill_ belongs to its time); a call that throws is not
+// recorded. Costs two calls and a thread-local test when no Profile is on.
 class KernelTimer {
  public:
   KernelTimer(const char* kernel, Device device);
@@ -59,8 +64,10 @@ class KernelTimer {
   KernelTimer& operator=(const KernelTimer&) = delete;
 
  private:
+  void wait_for_device() const;
   Profile* profile_ = nullptr;  // set on the outermost timer only
   bool counted_ = false;        // in the nesting depth
+  int exceptions_ = 0;          // std::uncaught_exceptions() at the start
   const char* kernel_;
   Device device_;
   Profile::Clock::time_point start_;

@@ -1,5 +1,6 @@
-// test_profile.cpp — the Profile counts each kernel call once, forward and backward apart, and
-// its times add up to no more than the wall time; nested Profiles and no Profile at all.
+// test_profile.cpp — the Profile counts each kernel call once, inside backward() and outside
+// apart, its times add up to no more than the wall time; nested kernels, nested Profiles, calls
+// that throw, and calls made while no Profile lives.
 #include <doctest/doctest.h>
 
 #include <sstream>
@@ -17,19 +18,22 @@ static const ProfileRow* find(const std::vector<ProfileRow>& rows, const std::st
   return nullptr;
 }
 
-DEVICE_TEST_CASE("a Profile counts each kernel call, forward and backward apart") {
+DEVICE_TEST_CASE("a Profile counts each kernel call, inside backward() and outside apart") {
   manual_seed(1);
   Tensor x = randn({8, 5}).to(dev).requires_grad_(), w = randn({5, 3}).to(dev).requires_grad_();
+  (void)exp(x.detach());  // before the Profile: not counted
   Profile prof(dev.is_cuda());
   Tensor y = relu(matmul(x, w));  // forward: one matmul, one relu
   sum(y).backward();              // backward: dx = g wᵀ and dw = xᵀ g, and relu's mask
+  (void)relu(y.detach());         // after backward(): outside it again
   const std::vector<ProfileRow> rows = prof.rows();
+  CHECK_FALSE(find(rows, "exp", false));
   REQUIRE(find(rows, "matmul", false));
   CHECK(find(rows, "matmul", false)->calls == 1);
   REQUIRE(find(rows, "matmul", true));
   CHECK(find(rows, "matmul", true)->calls == 2);
   REQUIRE(find(rows, "relu", false));
-  CHECK(find(rows, "relu", false)->calls == 1);
+  CHECK(find(rows, "relu", false)->calls == 2);
   REQUIRE(find(rows, "relu_backward", true));
   CHECK(find(rows, "relu_backward", true)->calls == 1);
   CHECK_FALSE(find(rows, "relu_backward", false));
@@ -56,7 +60,18 @@ TEST_CASE("a kernel's own kernel calls are part of its time, not rows of their o
   (void)kernels::col2im(cols, {1, 2, 4, 4}, 2, 2, 1, 0);
   const std::vector<ProfileRow> rows = prof.rows();
   REQUIRE(rows.size() == 1);
-  CHECK(rows[0].kernel == "conv2d");
+  CHECK(rows[0].kernel == "col2im");
+  CHECK(rows[0].calls == 1);
+}
+
+TEST_CASE("a kernel call that throws is not counted, and the ones after it are") {
+  Tensor x = ones({2, 3});
+  Profile prof;
+  CHECK_THROWS_AS(kernels::sum(x, {7}, false), Error);  // the dim is checked inside the backend
+  (void)exp(x);
+  const std::vector<ProfileRow> rows = prof.rows();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].kernel == "exp");
   CHECK(rows[0].calls == 1);
 }
 

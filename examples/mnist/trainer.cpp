@@ -206,13 +206,13 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     if (c.progress) log << "\r" << std::string(80, ' ') << "\r";
     train_seconds += seconds;
     train_samples += seen;
-    if (trace) {
-      trace->print_summary(log);
-      trace.reset();
-    }
     if (profile) {
       profile->print(log);
       profile.reset();
+    }
+    if (trace) {
+      trace->print_summary(log);
+      trace.reset();
     }
 
     // evaluation, in the same precision as training
