@@ -14,7 +14,7 @@ struct State {
   bool enabled[2] = {false, false};
   DType dtype[2] = {kBFloat16, kFloat16};  // [CPU, CUDA] defaults
   int nesting = 0;                          // open autocast guards, enabled or not
-  std::map<std::pair<const TensorImpl*, DType>, std::pair<Tensor, Tensor>> cache;  // -> (source, cast)
+  CastCache cache;
   Trace* trace = nullptr;
 };
 thread_local State state;
@@ -55,6 +55,9 @@ bool cache_eligible(const Tensor& src, DType target) {
   return src.dtype() == kFloat32 && src.is_leaf() && src.requires_grad() && !src.impl().is_view &&
          target == get_dtype(src.device().type);
 }
+cache_scope::cache_scope() { outer_.swap(state.cache); }
+cache_scope::~cache_scope() { state.cache.swap(outer_); }
+
 std::optional<Tensor> cache_lookup(const Tensor& src, DType target) {
   auto it = state.cache.find({src.impl_ptr().get(), target});
   if (it == state.cache.end()) return std::nullopt;

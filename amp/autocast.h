@@ -9,6 +9,7 @@
 //   }                                                // cache of cast weights cleared here
 #pragma once
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,7 +56,21 @@ class suspend {
 // ---- weight-cast cache: a float32 leaf that requires grad and is not a view, cast to the
 // autocast dtype, is cast once per outermost autocast region (a weight used by several ops,
 // or several micro-batches inside one region, is converted once).
+using CastCache = std::map<std::pair<const TensorImpl*, DType>, std::pair<Tensor, Tensor>>;  // -> (source, cast)
 bool cache_eligible(const Tensor& src, DType target);
+// RAII: an empty cache for the scope, the outer one put back on exit. A checkpointed region runs
+// in one, so its first run and its rerun in backward cast the same weights, and the first run's
+// casts are freed with the rest of its graph.
+class cache_scope {
+ public:
+  cache_scope();
+  ~cache_scope();
+  cache_scope(const cache_scope&) = delete;
+  cache_scope& operator=(const cache_scope&) = delete;
+
+ private:
+  CastCache outer_;
+};
 std::optional<Tensor> cache_lookup(const Tensor& src, DType target);
 void cache_store(const Tensor& src, DType target, const Tensor& cast);
 size_t cache_size();

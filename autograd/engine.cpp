@@ -1,6 +1,7 @@
 // engine.cpp — reverse-mode autodiff: count each node's consumers, then run nodes in an order
 // where every node runs after all of its consumers have delivered their gradients. Iterative
 // throughout (no recursion), so graph depth is bounded only by memory.
+#include <atomic>
 #include <unordered_map>
 
 #include "amp/autocast.h"
@@ -46,6 +47,25 @@ const Tensor& Saved::get() const {
   return tensor_;
 }
 
+// One count for all threads: a node recorded before another, on whatever thread, has the lower number.
+static std::atomic<uint64_t> sequence_counter{0};
+uint64_t next_sequence_nr() { return sequence_counter.load(); }
+
+Edge edge_to(const Tensor& x) {
+  Edge e;
+  if (x.defined() && x.requires_grad()) {
+    if (x.grad_fn()) e.fn = x.grad_fn();
+    else e.leaf = x.impl_ptr();
+  }
+  return e;
+}
+
+void attach(Tensor& out, std::shared_ptr<Node> node) {
+  node->sequence_nr = sequence_counter++;
+  out.impl().requires_grad = true;
+  out.impl().grad_fn = std::move(node);
+}
+
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward) {
   if (!is_grad_enabled()) return;
   bool any = false;
@@ -54,18 +74,12 @@ void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, Ba
   auto node = std::make_shared<Node>();
   node->name = name;
   for (const Tensor& x : inputs) {
-    Edge e;
-    if (x.defined() && x.requires_grad()) {
-      if (x.grad_fn()) e.fn = x.grad_fn();
-      else e.leaf = x.impl_ptr();
-    }
-    node->edges.push_back(std::move(e));
+    node->edges.push_back(edge_to(x));
     node->input_shapes.push_back(x.defined() ? x.shape() : Shape{});
     node->input_dtypes.push_back(x.defined() ? x.dtype() : kFloat32);
   }
   node->backward = std::move(backward);
-  out.impl().requires_grad = true;
-  out.impl().grad_fn = std::move(node);
+  attach(out, std::move(node));
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
@@ -96,12 +110,18 @@ static void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
   else leaf.grad = g.clone().impl_ptr();
 }
 
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+static void sum_into(Tensor& slot, const Tensor& g) {
+  if (g.defined()) slot = slot.defined() ? slot + g : g;
+}
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, Caught* caught) {
   NoGradGuard no_grad;  // gradients are plain values here: no double backward
   amp::suspend no_autocast;  // each gradient runs in the dtype its forward ran in
   InBackward profiled_as_backward;
   if (!root.grad_fn()) { accumulate_into_leaf(root.impl(), grad); return; }
   Node* start = root.grad_fn().get();
+
+  auto catches = [caught](const void* target) { return caught && caught->count(target); };
 
   // 1. How many consumers will send each node a gradient.
   std::unordered_map<Node*, int> pending;
@@ -111,7 +131,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     Node* n = stack.back();
     stack.pop_back();
     for (Edge& e : n->edges) {
-      if (!e.fn) continue;
+      if (!e.fn || catches(e.fn.get())) continue;
       auto [it, fresh] = pending.try_emplace(e.fn.get(), 0);
       ++it->second;
       if (fresh) stack.push_back(e.fn.get());
@@ -140,14 +160,17 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     for (size_t i = 0; i < n->edges.size(); ++i) {
       Edge& e = n->edges[i];
       Tensor gi = i < gs.size() && gs[i].defined() && e ? sum_to(gs[i], n->input_shapes[i]) : Tensor();
+      if (const void* target = e.fn ? (const void*)e.fn.get() : e.leaf.get(); catches(target)) {
+        sum_into((*caught)[target], gi);
+        continue;
+      }
       if (e.leaf) {
         if (i < gs.size()) gs[i] = Tensor();  // drop our other handle, so a fresh gradient can be adopted
         if (gi.defined()) accumulate_into_leaf(*e.leaf, std::move(gi));
         continue;
       }
       if (!e.fn) continue;
-      Tensor& slot = received[e.fn.get()];
-      if (gi.defined()) slot = slot.defined() ? slot + gi : gi;
+      sum_into(received[e.fn.get()], gi);
       if (--pending[e.fn.get()] == 0) ready.push_back(e.fn.get());
     }
   }

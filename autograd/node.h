@@ -15,6 +15,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -39,6 +40,7 @@ struct Node {
   std::vector<DType> input_dtypes;
   BackwardFn backward;            // emptied after use unless retain_graph or reusable
   bool reusable = false;          // saves nothing, so later backwards may run it again (cached casts)
+  uint64_t sequence_nr = 0;       // recording order on this thread: checkpoint tells its region's nodes by it
   ~Node();                        // iterative, so a 100,000-node chain frees without recursion
 };
 
@@ -62,8 +64,17 @@ class Saved {
 // If grad mode is on and any input requires grad, attaches a Node to `out`.
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward);
 
+// record's two halves, for a node whose edges are not one per input tensor (checkpoint.cpp):
+Edge edge_to(const Tensor& x);  // x's grad_fn, or x as a leaf; empty if x needs no gradient
+void attach(Tensor& out, std::shared_ptr<Node> node);  // numbers the node, makes it out's grad_fn
+uint64_t next_sequence_nr();   // the number the next recorded node gets
+
+// Gradients caught on their way to the leaves (keyed by TensorImpl*) or nodes (Node*) listed:
+// summed here instead of accumulated into .grad or passed on, so nothing below them runs.
+using Caught = std::unordered_map<const void*, Tensor>;
+
 // Runs the backward pass from `root` (the engine: engine.cpp).
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, Caught* caught = nullptr);
 
 // Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
 Tensor sum_to(const Tensor& g, const Shape& shape);

@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     std::printf("ampgrad %s %.3f\n", precision, ms);
     std::fflush(stdout);
   }
-  const cuda::MemoryStats s = cuda::memory_stats(0);
+  const MemoryStats s = cuda::memory_stats(0);
   std::fprintf(stderr, "gpu_step: peak allocated %.0f MiB, %lld cudaMalloc calls in all\n", double(s.peak_allocated_bytes) / (1 << 20),
-               (long long)s.num_cuda_mallocs);
+               (long long)s.num_system_allocs);
 }

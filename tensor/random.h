@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "tensor/tensor.h"
@@ -22,6 +23,15 @@ class Generator {
   double normal();   // standard normal, Box–Muller
   uint64_t next();   // raw 64 bits
   std::mutex& mutex() { return mu_; }
+
+  // torch.get_rng_state / set_rng_state: the whole state, so a stretch of draws can be replayed
+  // (activation checkpointing redraws a region's dropout masks this way).
+  struct State {
+    std::mt19937_64 engine;
+    std::optional<double> normal_spare;
+  };
+  State get_state() { std::lock_guard l(mu_); return {engine_, normal_spare_}; }
+  void set_state(const State& s) { std::lock_guard l(mu_); engine_ = s.engine; normal_spare_ = s.normal_spare; }
 
  private:
   std::mt19937_64 engine_;

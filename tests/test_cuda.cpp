@@ -284,10 +284,10 @@ TEST_CASE("host <-> device copies keep every dtype's bits, contiguous and stride
 
 #ifdef AMPGRAD_WITH_CUDA
 // What memory_stats(0) gained since s0: {allocated, reserved, cudaMalloc calls, cudaFree calls}.
-std::array<int64_t, 4> stats_since(const cuda::MemoryStats& s0) {
-  const cuda::MemoryStats s = cuda::memory_stats(0);
-  return {s.allocated_bytes - s0.allocated_bytes, s.reserved_bytes - s0.reserved_bytes, s.num_cuda_mallocs - s0.num_cuda_mallocs,
-          s.num_cuda_frees - s0.num_cuda_frees};
+std::array<int64_t, 4> stats_since(const MemoryStats& s0) {
+  const MemoryStats s = cuda::memory_stats(0);
+  return {s.allocated_bytes - s0.allocated_bytes, s.reserved_bytes - s0.reserved_bytes, s.num_system_allocs - s0.num_system_allocs,
+          s.num_system_frees - s0.num_system_frees};
 }
 using Gained = std::array<int64_t, 4>;
 
@@ -296,7 +296,7 @@ TEST_CASE("caching allocator: a freed block is reused, stats move, empty_cache r
   SKIP_TEST_IF(!cuda::memory_caching_enabled(), "AMPGRAD_NO_CUDA_MEMORY_CACHING is set");
   cuda::empty_cache();
   cuda::reset_peak_memory_stats(0);  // earlier cases' peaks
-  const cuda::MemoryStats s0 = cuda::memory_stats(0);
+  const MemoryStats s0 = cuda::memory_stats(0);
   void* a = cuda::allocate(1000, 0);  // rounds up to 1024 (512-byte granules below 1 MiB)
   CHECK(stats_since(s0) == Gained{1024, 1024, 1, 0});
   cuda::deallocate(a, 0);
@@ -319,9 +319,9 @@ TEST_CASE("caching allocator: a freed block is reused, stats move, empty_cache r
 
   // Through tensors: a training step's second iteration allocates nothing new.
   { Tensor t = empty({1000}, TensorOptions().device(gpu)); }
-  const int64_t mallocs = cuda::memory_stats(0).num_cuda_mallocs;
+  const int64_t mallocs = cuda::memory_stats(0).num_system_allocs;
   { Tensor t = empty({1000}, TensorOptions().device(gpu)); }
-  CHECK(cuda::memory_stats(0).num_cuda_mallocs == mallocs);
+  CHECK(cuda::memory_stats(0).num_system_allocs == mallocs);
 }
 
 // Sets (value) or unsets (nullptr) an environment variable for one scope, then puts back what
@@ -347,7 +347,7 @@ TEST_CASE("AMPGRAD_NO_CUDA_MEMORY_CACHING: blocks of the exact size, returned to
   }
   SKIP_WITHOUT_GPU();
   ScopedEnv off("AMPGRAD_NO_CUDA_MEMORY_CACHING", "1");
-  const cuda::MemoryStats s0 = cuda::memory_stats(0);
+  const MemoryStats s0 = cuda::memory_stats(0);
   void* a = cuda::allocate(1000, 0);  // not rounded to 1024: a read of byte 1000 is out of bounds
   CHECK(stats_since(s0) == Gained{1000, 1000, 1, 0});
   cuda::deallocate(a, 0);

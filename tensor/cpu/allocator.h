@@ -5,11 +5,15 @@
 #pragma once
 #include <cstddef>
 
+#include "tensor/memory_stats.h"
+
 namespace ampgrad::cpu {
 
 void* allocate(size_t nbytes);               // 64-byte aligned, never null (raises on failure)
 void deallocate(void* ptr, size_t nbytes);   // nbytes as passed to allocate
 size_t cached_bytes();                       // held in the free lists
 void empty_cache();                          // returns every cached block to the system
+MemoryStats memory_stats();                  // every block, small ones too
+void reset_peak_memory_stats();
 
 }  // namespace ampgrad::cpu

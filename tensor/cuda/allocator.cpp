@@ -52,7 +52,7 @@ std::string mib(int64_t bytes) {
 // kernel is still running is not pulled from under it. Lock held.
 cudaError_t cuda_free(void* ptr, size_t size, DeviceCache& cache) {
   cache.stats.reserved_bytes -= int64_t(size);
-  ++cache.stats.num_cuda_frees;
+  ++cache.stats.num_system_frees;
   return cudaFree(ptr);
 }
 
@@ -87,7 +87,7 @@ void* cuda_malloc(int device, size_t size, DeviceCache& cache) {
   }
   check(status, "cudaMalloc", __FILE__, __LINE__);
   cache.stats.reserved_bytes += int64_t(size);
-  ++cache.stats.num_cuda_mallocs;
+  ++cache.stats.num_system_allocs;
   return ptr;
 }
 

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/memory_stats.h"
+
 namespace ampgrad::cuda {
 
 // Raises ampgrad::Error naming the call, file and line and CUDA's message.
@@ -58,12 +60,6 @@ template <class T> struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
-struct MemoryStats {
-  int64_t allocated_bytes = 0;       // held by live tensors
-  int64_t reserved_bytes = 0;        // obtained from cudaMalloc (allocated + cached)
-  int64_t peak_allocated_bytes = 0;
-  int64_t num_cuda_mallocs = 0, num_cuda_frees = 0;
-};
 MemoryStats memory_stats(int device = 0);
 void reset_peak_memory_stats(int device = 0);
 void empty_cache();  // returns every cached free block to the driver

@@ -1,0 +1,170 @@
+// checkpoint.cpp — a region run twice: once to find what its graph reads from outside, which
+// becomes one node's edges, and again inside that node's backward, for the gradients.
+#include "autograd/checkpoint.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "amp/autocast.h"
+#include "autograd/node.h"
+#include "tensor/random.h"
+
+namespace ampgrad {
+
+using namespace autograd;
+
+namespace {
+
+// Something a region's graph reads from outside it: one of fn's inputs, or a leaf (a weight) or
+// a node recorded before the region (an earlier result fn captured).
+struct Target {
+  int input = -1;                // fn's input number, or -1 and
+  const void* other = nullptr;   // the leaf's TensorImpl or the node
+  bool operator==(const Target&) const = default;
+};
+
+// The region's edges out, found by walking its graph from the output, each with the key the
+// engine catches its gradient by and the shape and dtype the reading node gave it.
+struct Boundary {
+  std::vector<Target> targets;
+  std::vector<Edge> edges;
+  std::vector<const void*> keys;
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+};
+
+Boundary boundary_of(const Tensor& out, uint64_t first, const std::vector<Tensor>& inputs) {
+  Boundary b;
+  std::unordered_set<Node*> seen{out.grad_fn().get()};
+  std::vector<Node*> stack{out.grad_fn().get()};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (size_t j = 0; j < n->edges.size(); ++j) {
+      const Edge& e = n->edges[j];
+      if (e.fn && e.fn->sequence_nr >= first) {  // recorded inside the region: walk on
+        if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+        continue;
+      }
+      if (!e) continue;
+      const void* key = e.fn ? (const void*)e.fn.get() : e.leaf.get();
+      Target t{-1, key};
+      for (size_t k = 0; k < inputs.size(); ++k)
+        if (inputs[k].defined() && inputs[k].impl_ptr().get() == key) t = {int(k), nullptr};
+      if (std::find(b.targets.begin(), b.targets.end(), t) != b.targets.end()) continue;
+      b.targets.push_back(t);
+      b.edges.push_back(e);
+      b.keys.push_back(key);
+      b.shapes.push_back(n->input_shapes[j]);
+      b.dtypes.push_back(n->input_dtypes[j]);
+    }
+  }
+  return b;
+}
+
+// fn's inputs as the region sees them: detached, each requiring grad as the original does, so
+// the region's graph ends at them and their gradients can be caught there.
+std::vector<Tensor> region_inputs(const std::vector<Tensor>& xs, const std::vector<bool>& requires_grad) {
+  std::vector<Tensor> d;
+  for (size_t k = 0; k < xs.size(); ++k) d.push_back(xs[k].defined() ? xs[k].detach().requires_grad_(requires_grad[k]) : xs[k]);
+  return d;
+}
+
+// What the rerun needs of the first run.
+struct Region {
+  RegionFn fn;
+  std::vector<Saved> inputs;       // version-checked, as every saved tensor
+  std::vector<bool> requires_grad;  // of each input
+  std::vector<Saved> leaves;       // the weights it read: checked, so a step in between raises
+  std::vector<Target> targets;     // the first run's boundary, which the rerun must match
+  bool autocast_on[2];             // CPU, CUDA
+  DType autocast_dtype[2];
+  Generator::State rng;            // the default generator before the first run (dropout masks)
+};
+
+// Puts the default generator at `state` for the scope, and back where it was on exit.
+struct ReplayRandom {
+  Generator& gen = default_generator();
+  Generator::State now = gen.get_state();
+  explicit ReplayRandom(const Generator::State& state) { gen.set_state(state); }
+  ~ReplayRandom() { gen.set_state(now); }
+};
+
+Grads rerun(const Region& r, const Tensor& grad_out) {
+  std::vector<Tensor> saved;
+  for (const Saved& s : r.inputs) saved.push_back(s.get());
+  for (const Saved& s : r.leaves) s.get();
+  const std::vector<Tensor> inputs = region_inputs(saved, r.requires_grad);
+  const uint64_t first = next_sequence_nr();
+  Tensor out;
+  {
+    EnableGradGuard grad_on;  // backward runs with grad off: this is a forward
+    amp::cache_scope own_casts;
+    amp::autocast cpu(DeviceType::CPU, r.autocast_dtype[0], r.autocast_on[0]);
+    amp::autocast gpu(DeviceType::CUDA, r.autocast_dtype[1], r.autocast_on[1]);
+    ReplayRandom same_draws(r.rng);
+    out = r.fn(inputs);
+  }
+  Boundary b;
+  if (out.grad_fn() && out.grad_fn()->sequence_nr >= first) b = boundary_of(out, first, inputs);
+  AMPGRAD_CHECK(b.targets == r.targets && !b.targets.empty(),
+                "checkpoint: the region's rerun in backward read other tensors than its first run; a checkpointed "
+                "function must build the same graph from the same inputs (does it branch on something that changed?)");
+  Caught caught;
+  for (const void* key : b.keys) caught[key] = Tensor();
+  run_backward(out, grad_out, /*retain_graph=*/false, &caught);
+  Grads gs;
+  for (const void* key : b.keys) gs.push_back(caught[key]);
+  return gs;
+}
+
+}  // namespace
+
+Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
+  if (!is_grad_enabled()) return fn(inputs);  // no graph, so nothing to keep
+  auto r = std::make_shared<Region>();
+  for (const Tensor& x : inputs) {
+    r->inputs.emplace_back(x);
+    r->requires_grad.push_back(x.defined() && x.requires_grad());
+  }
+  for (DeviceType d : {DeviceType::CPU, DeviceType::CUDA}) {
+    r->autocast_on[int(d)] = amp::is_enabled(d);
+    r->autocast_dtype[int(d)] = amp::get_dtype(d);
+  }
+  r->rng = default_generator().get_state();
+  const std::vector<Tensor> region_in = region_inputs(inputs, r->requires_grad);
+  const uint64_t first = next_sequence_nr();
+  Tensor out;
+  {
+    amp::cache_scope own_casts;
+    out = fn(region_in);
+  }
+  if (!out.grad_fn() || out.grad_fn()->sequence_nr < first) {
+    // The region recorded nothing for its output: it handed back an input, or a tensor from
+    // outside, or nothing it read needs a gradient.
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (out.defined() && out.impl_ptr() == region_in[k].impl_ptr()) return inputs[k];
+    return out;
+  }
+
+  // One node for the whole region: its edges are the boundary's, the inputs' edges taken from
+  // the inputs themselves (the region saw detached copies).
+  Boundary b = boundary_of(out, first, region_in);
+  auto node = std::make_shared<Node>();
+  node->name = "checkpoint";
+  for (size_t i = 0; i < b.targets.size(); ++i) {
+    const Target& t = b.targets[i];
+    node->edges.push_back(t.input >= 0 ? edge_to(inputs[t.input]) : b.edges[i]);
+    node->input_shapes.push_back(b.shapes[i]);
+    node->input_dtypes.push_back(b.dtypes[i]);
+    if (t.input < 0 && b.edges[i].leaf) r->leaves.emplace_back(Tensor(b.edges[i].leaf));
+  }
+  r->fn = std::move(fn);
+  r->targets = std::move(b.targets);
+  node->backward = [r](const Tensor& g, const Needs&) { return rerun(*r, g); };
+  Tensor result = out.detach();  // `out` and with it the region's graph and activations go here
+  attach(result, std::move(node));
+  return result;
+}
+
+}  // namespace ampgrad

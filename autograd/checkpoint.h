@@ -1,0 +1,34 @@
+// checkpoint.h — activation checkpointing, as torch.utils.checkpoint: memory traded for compute.
+// (Not the file kind of checkpoint; that is data/checkpoint.h.)
+//
+// An ordinary forward keeps every activation its backward will read until backward() reaches
+// it, so a deep model's step holds all of its layers' activations at once. A checkpointed region
+// keeps none of them, only its inputs. When backward reaches the region, it runs the region's
+// forward again, with grad on and with the autocast state and random numbers of the first run,
+// and backpropagates through that fresh graph. The step then holds the activations of one region
+// at a time, for the price of a second forward through every checkpointed region. The gradients
+// are the ones an ordinary forward gives, bit for bit.
+//
+//   Tensor h = checkpoint([block](const std::vector<Tensor>& in) { return block->forward(in[0]); }, {x});
+//
+// - fn runs again inside backward, so whatever it captures must outlive this call: capture by
+//   value (shared_ptrs to modules, as above), never references to locals.
+// - Tensors that fn reads without taking them as inputs, a module's weights say, get their
+//   gradients too: the first run finds every leaf and earlier result its graph reads.
+// - Inputs and weights written in place between forward and backward raise the same error as
+//   any saved tensor would (node.h). fn must build the same graph from the same inputs;
+//   a rerun that reads other tensors than the first run raises an error.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace ampgrad {
+
+using RegionFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
+
+// fn(inputs), keeping only `inputs` for backward. With grad mode off it is a plain call.
+Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs);
+
+}  // namespace ampgrad
