@@ -183,3 +183,34 @@ TEST_CASE("resuming with other optimizer flags: the checkpoint's values win, and
   CHECK(log.find("note: " + ck + " sets the optimizer's momentum to 0.9 (this run's flags gave 0.5)") != std::string::npos);
   CHECK(log.find("dampening") == std::string::npos);  // unchanged: not named
 }
+
+TEST_CASE("--checkpoint: the same training, bit for bit, with each epoch's step peak reported") {
+  // Checkpointing changes where activations live, never a value: every segment count trains
+  // the CNN to the same weights. Whether it lowers the peak depends on the model (README).
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  mnist::TrainConfig c;
+  c.data_dir = dir.path.string();
+  c.model = "cnn";
+  c.epochs = 1;
+  c.limit_train = 128;
+  c.batch_size = 32;
+  c.amp = "bf16";
+  c.metrics_path = dir / "metrics.csv";
+  std::ostringstream log;
+  const mnist::TrainResult plain = mnist::train(c, log);
+  CHECK(plain.epochs[0].step_peak_bytes > 32 * 32 * 24 * 24 * 2);  // at least conv1's bf16 output
+  CHECK(log.str().find("step_peak ") != std::string::npos);
+  const std::vector<uint8_t> bytes = file_bytes(c.metrics_path);
+  const std::string csv(bytes.begin(), bytes.end());
+  CHECK(csv.find(",step_peak_bytes\n1,") != std::string::npos);
+  for (int segments : {2, 10}) {
+    CAPTURE(segments);
+    c.checkpoint_segments = segments;
+    const mnist::TrainResult ck = mnist::train(c, log);
+    CHECK(weights_bytes(*ck.model) == weights_bytes(*plain.model));
+    CHECK(ck.epochs[0].train_loss == plain.epochs[0].train_loss);
+  }
+  c.checkpoint_segments = 11;
+  CHECK(error_of([&] { mnist::train(c, log); }) == "--checkpoint must be in [0, 10] for the cnn's 10 modules, got 11");
+}

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   app.add_option("--amp", c.amp, "off | fp16 | bf16: autocast the forward pass")->check(CLI::IsMember({"off", "fp16", "bf16"}))->capture_default_str();
   app.add_option("--scaler", c.scaler, "on | off | auto (on for fp16)")->check(CLI::IsMember({"on", "off", "auto"}))->capture_default_str();
   app.add_option("--accum-steps", c.accum_steps, "micro-batches per optimizer step")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--checkpoint", c.checkpoint_segments, "activation checkpointing: run the model in N segments, all but the last recomputed in backward (0: off)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--clip-grad", c.clip_grad, "clip the global gradient norm to this (0: off)")->capture_default_str();
   app.add_option("--limit-train", c.limit_train, "use only the first N training samples");
   app.add_option("--limit-test", c.limit_test, "use only the first N test samples");

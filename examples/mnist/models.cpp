@@ -6,7 +6,7 @@ namespace mnist {
 using namespace ampgrad;
 using std::make_shared;
 
-std::shared_ptr<nn::Module> make_model(const std::string& name) {
+std::shared_ptr<nn::Sequential> make_model(const std::string& name) {
   if (name == "mlp")
     return make_shared<nn::Sequential>(make_shared<nn::Flatten>(), make_shared<nn::Linear>(784, 512), make_shared<nn::ReLU>(),
                                        make_shared<nn::Linear>(512, 512), make_shared<nn::ReLU>(), make_shared<nn::Linear>(512, 10));

@@ -9,6 +9,6 @@
 
 namespace mnist {
 
-std::shared_ptr<ampgrad::nn::Module> make_model(const std::string& name);  // "mlp" or "cnn"
+std::shared_ptr<ampgrad::nn::Sequential> make_model(const std::string& name);  // "mlp" or "cnn"
 
 }  // namespace mnist

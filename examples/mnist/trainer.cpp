@@ -16,6 +16,7 @@
 #include "data/loader.h"
 #include "mnist/models.h"
 #include "optim/optim.h"
+#include "tensor/memory_stats.h"
 #include "tensor/profile.h"
 #include "tensor/threads.h"
 
@@ -132,8 +133,15 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   data::DataLoader train_loader(train_set, {.batch_size = c.batch_size, .shuffle = true, .seed = c.seed});
   data::DataLoader test_loader(test_set, {.batch_size = 1000});
 
-  std::shared_ptr<nn::Module> model = make_model(c.model);
+  std::shared_ptr<nn::Sequential> model = make_model(c.model);
   model->to(device);
+  AMPGRAD_CHECK(c.checkpoint_segments >= 0 && c.checkpoint_segments <= int64_t(model->size()),
+                "--checkpoint must be in [0, " << model->size() << "] for the " << c.model << "'s " << model->size() << " modules, got "
+                                               << c.checkpoint_segments);
+  // --checkpoint N: the model's activations recomputed in backward, segment by segment (nn/container.h)
+  auto forward = [&](const Tensor& x) {
+    return c.checkpoint_segments ? nn::checkpoint_sequential(*model, c.checkpoint_segments, x) : model->forward(x);
+  };
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters());
   const bool use_amp = c.amp != "off";
   const DType amp_dtype = c.amp == "bf16" ? kBFloat16 : kFloat16;
@@ -151,7 +159,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   if (!c.metrics_path.empty()) {
     metrics.open(c.metrics_path);
     AMPGRAD_CHECK(metrics, "cannot write metrics to " << c.metrics_path);
-    metrics << "epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps\n";
+    metrics << "epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps,step_peak_bytes\n";
   }
   log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
       << " test) optimizer=" << c.optimizer << " lr=" << opt->lr() << " batch=" << c.batch_size << " amp=" << c.amp
@@ -167,6 +175,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     if (c.amp_trace && epoch == start_epoch) trace.emplace();
     if (c.profile && epoch == start_epoch) profile.emplace(device.is_cuda());
     model->train();
+    reset_peak_memory_stats(device);
+    const int64_t held_before = memory_stats(device).allocated_bytes;
     const auto t0 = Clock::now();
     // summed where the loss lives: no host read per step
     Tensor loss_sum = zeros({}, TensorOptions().device(device)), skipped_sum = zeros({}, TensorOptions().device(device));
@@ -179,7 +189,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       Tensor loss;
       {
         amp::autocast ac(device.type, amp_dtype, use_amp);
-        loss = nn::functional::cross_entropy(model->forward(x), y);
+        loss = nn::functional::cross_entropy(forward(x), y);
       }
       // 2. scaled backward; gradients of micro-batches add up in .grad, each weighted so that the
       //    step sees the mean over its group (the last group of an epoch may be short)
@@ -203,6 +213,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       if (c.progress) progress_bar(log, batches, n_batches, std::chrono::duration<double>(Clock::now() - t0).count(), seen);
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const int64_t step_peak = memory_stats(device).peak_allocated_bytes - held_before;
     if (c.progress) log << "\r" << std::string(80, ' ') << "\r";
     train_seconds += seconds;
     train_samples += seen;
@@ -230,14 +241,14 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       }
     }
     EpochResult r{epoch + 1, loss_sum.item<double>() / batches, test_loss / test_set.size(),
-                  double(correct) / test_set.size(), seconds, scaler.get_scale(), skipped_sum.item<int64_t>()};
+                  double(correct) / test_set.size(), seconds, scaler.get_scale(), skipped_sum.item<int64_t>(), step_peak};
     result.epochs.push_back(r);
     log << "epoch " << r.epoch << "/" << c.epochs << std::fixed << std::setprecision(4) << "  train_loss " << r.train_loss
         << "  test_loss " << r.test_loss << "  test_acc " << r.test_acc << std::setprecision(2) << "  " << r.seconds << "s";
     if (use_scaler) log << "  scale " << std::setprecision(0) << r.scale << "  skipped " << r.skipped_steps;
-    log << std::defaultfloat << "\n";
+    log << std::setprecision(1) << "  step_peak " << double(r.step_peak_bytes) / (1 << 20) << "MiB" << std::defaultfloat << "\n";
     if (metrics) metrics << r.epoch << "," << r.train_loss << "," << r.test_loss << "," << r.test_acc << "," << r.seconds << ","
-                         << r.scale << "," << r.skipped_steps << std::endl;
+                         << r.scale << "," << r.skipped_steps << "," << r.step_peak_bytes << std::endl;
     if (!c.save_path.empty()) save_checkpoint(c.save_path, c, epoch + 1, *model, *opt, scaler);
   }
   if (!c.scale_history_path.empty()) {

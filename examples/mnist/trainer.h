@@ -27,6 +27,7 @@ struct TrainConfig {
   std::string amp = "off";          // off | fp16 | bf16
   std::string scaler = "auto";      // on | off | auto (on for fp16, off otherwise)
   int accum_steps = 1;              // micro-batches per optimizer step
+  int checkpoint_segments = 0;      // activation checkpointing: the model run in this many segments (0: off)
   double clip_grad = 0;             // max global grad norm; 0: no clipping
   int64_t limit_train = 0, limit_test = 0;  // use only the first N samples (0: all)
   std::string save_path, resume_path, metrics_path, scale_history_path;
@@ -39,6 +40,7 @@ struct EpochResult {
   int epoch;  // 1-based
   double train_loss, test_loss, test_acc, seconds, scale;
   int64_t skipped_steps;
+  int64_t step_peak_bytes;  // the most the training steps held above what lived at the epoch's start
 };
 
 struct TrainResult {
