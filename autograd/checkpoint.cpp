@@ -139,11 +139,12 @@ Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
     amp::cache_scope own_casts;
     out = fn(region_in);
   }
+  AMPGRAD_CHECK(out.defined(), "checkpoint: the function returned an undefined tensor");
   if (!out.grad_fn() || out.grad_fn()->sequence_nr < first) {
     // The region recorded nothing for its output: it handed back an input, or a tensor from
     // outside, or nothing it read needs a gradient.
     for (size_t k = 0; k < inputs.size(); ++k)
-      if (out.defined() && out.impl_ptr() == region_in[k].impl_ptr()) return inputs[k];
+      if (out.impl_ptr() == region_in[k].impl_ptr()) return inputs[k];
     return out;
   }
 

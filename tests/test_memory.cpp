@@ -138,6 +138,8 @@ TEST_CASE("checkpoint: outside grad mode a plain call; a region that returns its
     NoGradGuard no_grad;
     CHECK_FALSE(checkpoint([](const std::vector<Tensor>& in) { return in[0] * 2.0; }, {x}).requires_grad());
   }
+  CHECK(error_of([&] { checkpoint([](const std::vector<Tensor>&) { return Tensor(); }, {x}); }) ==
+        "checkpoint: the function returned an undefined tensor");
   Tensor same = checkpoint([](const std::vector<Tensor>& in) { return in[0]; }, {x});
   CHECK(same.is_same(x));
   (same * 3.0).sum().backward();
