@@ -4,7 +4,7 @@
 # tests the first failing suite again under compute-sanitizer with the caching allocator off
 # (memcheck.log); the speed of one training step of a 4 x 4096 MLP at batch 2048 in each
 # precision, beside PyTorch's when torch is installed; MNIST on CUDA in float32, float16 +
-# GradScaler and bfloat16.
+# GradScaler and bfloat16; the memory example on CUDA (memory.txt).
 # Prints each stage's wall time; a failing stage is reported and the later ones still run. The
 # whole run has a budget (GPU_CHECK_BUDGET_S, 450 s: the device tool stops a command at 600 s)
 # and every stage after configure a time limit within it (exit 124 in the table), so a kernel
@@ -103,6 +103,11 @@ mnist() {  # mnist AMP: two epochs of the MLP on the GPU
   return "${PIPESTATUS[0]}"
 }
 
+memory() {  # the memory example on the GPU: held and peak bytes through the caching allocator
+  timeout -k 10 "$(limit 60)" "$build/examples/memory" --device cuda --steps 5 | tee "$log/memory.txt"
+  return "${PIPESTATUS[0]}"
+}
+
 bench_ampgrad() {
   if [ ! -x "$build/bench/gpu_step" ]; then
     echo "bench/gpu_step was not built"
@@ -137,7 +142,7 @@ step_table() {
 }
 
 mkdir -p "$log"
-for f in stages.txt ctest.log memcheck.log ampgrad.txt torch.txt mnist.log; do : >"$log/$f"; done
+for f in stages.txt ctest.log memcheck.log ampgrad.txt torch.txt mnist.log memory.txt; do : >"$log/$f"; done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 { g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1; } || true
 deps=() generator=()
@@ -160,6 +165,7 @@ if ((built)); then
   timed "mnist cuda fp32" mnist off
   timed "mnist cuda fp16 + scaler" mnist fp16
   timed "mnist cuda bf16" mnist bf16
+  timed "memory example cuda" memory
 fi
 
 echo
