@@ -3,6 +3,7 @@
 #include "autograd/checkpoint.h"
 
 #include <algorithm>
+#include <string>
 #include <unordered_set>
 
 #include "amp/autocast.h"
@@ -79,16 +80,30 @@ struct Region {
   std::vector<Target> targets;     // the first run's boundary, which the rerun must match
   bool autocast_on[2];             // CPU, CUDA
   DType autocast_dtype[2];
-  Generator::State rng;            // the default generator before the first run (dropout masks)
+  DrawRecorder::Drawn draws;       // each generator it drew from, as it was before (dropout masks)
+  Shape out_shape;                 // what it returned, which the rerun must match
+  DType out_dtype;
+  Device out_device;
 };
 
-// Puts the default generator at `state` for the scope, and back where it was on exit.
-struct ReplayRandom {
-  Generator& gen = default_generator();
-  Generator::State now = gen.get_state();
-  explicit ReplayRandom(const Generator::State& state) { gen.set_state(state); }
-  ~ReplayRandom() { gen.set_state(now); }
+// Puts each generator the first run drew from where it was then, and back on exit.
+struct ReplayDraws {
+  DrawRecorder::Drawn now;
+  explicit ReplayDraws(const DrawRecorder::Drawn& first) {
+    for (const auto& [gen, state] : first) {
+      now.emplace_back(gen, gen->get_state());
+      gen->set_state(state);
+    }
+  }
+  ~ReplayDraws() {
+    for (const auto& [gen, state] : now) gen->set_state(state);
+  }
 };
+
+std::string describe(const Shape& shape, DType dtype, Device device) {
+  return std::string(dtype_name(dtype)) + " " + shape_str(shape) + " on " + device.str();
+}
+std::string describe(const Tensor& t) { return describe(t.shape(), t.dtype(), t.device()); }
 
 Grads rerun(const Region& r, const Tensor& grad_out) {
   std::vector<Tensor> saved;
@@ -102,9 +117,13 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
     amp::cache_scope own_casts;
     amp::autocast cpu(DeviceType::CPU, r.autocast_dtype[0], r.autocast_on[0]);
     amp::autocast gpu(DeviceType::CUDA, r.autocast_dtype[1], r.autocast_on[1]);
-    ReplayRandom same_draws(r.rng);
+    ReplayDraws same_draws(r.draws);
     out = r.fn(inputs);
   }
+  AMPGRAD_CHECK(out.defined() && out.shape() == r.out_shape && out.dtype() == r.out_dtype && out.device() == r.out_device,
+                "checkpoint: the region's rerun in backward returned " << (out.defined() ? describe(out) : "an undefined tensor")
+                    << ", its first run " << describe(r.out_shape, r.out_dtype, r.out_device)
+                    << "; a checkpointed function must compute the same from the same inputs");
   Boundary b;
   if (out.grad_fn() && out.grad_fn()->sequence_nr >= first) b = boundary_of(out, first, inputs);
   AMPGRAD_CHECK(b.targets == r.targets && !b.targets.empty(),
@@ -131,13 +150,14 @@ Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
     r->autocast_on[int(d)] = amp::is_enabled(d);
     r->autocast_dtype[int(d)] = amp::get_dtype(d);
   }
-  r->rng = default_generator().get_state();
   const std::vector<Tensor> region_in = region_inputs(inputs, r->requires_grad);
   const uint64_t first = next_sequence_nr();
   Tensor out;
   {
     amp::cache_scope own_casts;
+    DrawRecorder draws;
     out = fn(region_in);
+    r->draws = draws.drawn();
   }
   AMPGRAD_CHECK(out.defined(), "checkpoint: the function returned an undefined tensor");
   if (!out.grad_fn() || out.grad_fn()->sequence_nr < first) {
@@ -162,9 +182,23 @@ Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
   }
   r->fn = std::move(fn);
   r->targets = std::move(b.targets);
+  r->out_shape = out.shape();
+  r->out_dtype = out.dtype();
+  r->out_device = out.device();
   node->backward = [r](const Tensor& g, const Needs&) { return rerun(*r, g); };
-  Tensor result = out.detach();  // `out` and with it the region's graph and activations go here
+  Tensor result = out.detach();
   attach(result, std::move(node));
+
+  // Now the region's graph, and with it its activations, goes. A tensor the function kept from
+  // inside the region (an auxiliary output, stashed) would keep part of it, and a gradient that
+  // came through it would stop at a region input instead of reaching the input it stands for.
+  b = Boundary();
+  out = Tensor();
+  for (size_t k = 0; k < region_in.size(); ++k)
+    AMPGRAD_CHECK(!region_in[k].defined() || region_in[k].impl_ptr().use_count() == 1,
+                  "checkpoint: a tensor computed inside the region from input " << k << " outlives the region (did the function "
+                  "keep one?); its gradient could not reach the input, and the region's memory would not be freed. Return it "
+                  "from a region of its own, or compute it outside");
   return result;
 }
 

@@ -7,7 +7,8 @@
 // forward again, with grad on and with the autocast state and random numbers of the first run,
 // and backpropagates through that fresh graph. The step then holds the activations of one region
 // at a time, for the price of a second forward through every checkpointed region. The gradients
-// are the ones an ordinary forward gives, bit for bit.
+// are the ones an ordinary forward gives: bit for bit when each weight is read once, else up to
+// the order in which its several gradients are summed.
 //
 //   Tensor h = checkpoint([block](const std::vector<Tensor>& in) { return block->forward(in[0]); }, {x});
 //
@@ -15,9 +16,13 @@
 //   value (shared_ptrs to modules, as above), never references to locals.
 // - Tensors that fn reads without taking them as inputs, a module's weights say, get their
 //   gradients too: the first run finds every leaf and earlier result its graph reads.
+// - The rerun draws the first run's random numbers from every Generator the first run drew from
+//   (on this thread: draws made by other threads meanwhile are not replayed), so a Generator a
+//   region uses must live until its backward, as a Dropout's must anyway.
 // - Inputs and weights written in place between forward and backward raise the same error as
-//   any saved tensor would (node.h). fn must build the same graph from the same inputs;
-//   a rerun that reads other tensors than the first run raises an error.
+//   any saved tensor would (node.h); other tensors fn captures are not checked, as in PyTorch.
+// - fn must compute the same from the same inputs: a rerun that reads other tensors or returns
+//   another shape or dtype raises an error, and so does a tensor kept from inside the region.
 #pragma once
 #include <functional>
 #include <vector>

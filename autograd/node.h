@@ -40,7 +40,7 @@ struct Node {
   std::vector<DType> input_dtypes;
   BackwardFn backward;            // emptied after use unless retain_graph or reusable
   bool reusable = false;          // saves nothing, so later backwards may run it again (cached casts)
-  uint64_t sequence_nr = 0;       // recording order on this thread: checkpoint tells its region's nodes by it
+  uint64_t sequence_nr = 0;       // recording order, one count for all threads: checkpoint tells its region's nodes by it
   ~Node();                        // iterative, so a 100,000-node chain frees without recursion
 };
 

@@ -2,6 +2,7 @@
 // and converted to the tensor's dtype, so a seed gives the same tensor on every device.
 #include "tensor/random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -26,9 +27,22 @@ Generator& default_generator() {
 }
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
+static thread_local DrawRecorder* recording = nullptr;
+DrawRecorder::DrawRecorder() : prev_(recording) { recording = this; }
+DrawRecorder::~DrawRecorder() { recording = prev_; }
+
+Generator& draw_source(Generator* gen) {
+  Generator& g = gen ? *gen : default_generator();
+  for (DrawRecorder* r = recording; r; r = r->prev_) {
+    auto seen = [&g](const auto& entry) { return entry.first == &g; };
+    if (std::none_of(r->drawn_.begin(), r->drawn_.end(), seen)) r->drawn_.emplace_back(&g, g.get_state());
+  }
+  return g;
+}
+
 // Fills t (any dtype, any device) with values from draw(gen), in row-major order.
 template <class Draw> static Tensor& fill_from(Tensor& t, Generator* gen, Draw draw) {
-  Generator& g = gen ? *gen : default_generator();
+  Generator& g = draw_source(gen);
   std::vector<double> v(t.numel());
   {
     std::lock_guard lock(g.mutex());
@@ -63,7 +77,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts
   return fill_from(t, gen, [=](Generator& g) { return double(low + int64_t(g.next() % span)); });
 }
 Tensor randperm(int64_t n, Generator* gen) {
-  Generator& g = gen ? *gen : default_generator();
+  Generator& g = draw_source(gen);
   std::vector<int64_t> p(n);
   std::iota(p.begin(), p.end(), 0);
   std::lock_guard lock(g.mutex());

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -40,6 +42,27 @@ class Generator {
 };
 
 Generator& default_generator();
+
+// Notes, while it lives, every Generator that random creation on this thread draws from, with
+// its state before the first draw. Activation checkpointing (autograd/checkpoint.h) replays a
+// region's draws, dropout masks included, from these. Nested recorders all take note.
+class DrawRecorder {
+ public:
+  using Drawn = std::vector<std::pair<Generator*, Generator::State>>;
+  DrawRecorder();
+  ~DrawRecorder();
+  DrawRecorder(const DrawRecorder&) = delete;
+  DrawRecorder& operator=(const DrawRecorder&) = delete;
+  const Drawn& drawn() const { return drawn_; }
+
+ private:
+  friend Generator& draw_source(Generator* gen);
+  Drawn drawn_;
+  DrawRecorder* prev_;
+};
+
+// The generator a random function draws from: `gen`, or the default one; noted by the recorders.
+Generator& draw_source(Generator* gen);
 void manual_seed(uint64_t seed);  // seeds the default generator
 
 Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);   // U[0, 1)

@@ -44,7 +44,6 @@ TEST_CASE("CPU memory_stats: allocated, reserved, peak and system calls follow e
   CHECK(memory_stats(Device::cpu()).peak_allocated_bytes == s0.allocated_bytes);
   cpu::empty_cache();
   CHECK(cpu_gained(s0) == Gained{0, 0, 2, 2});
-  CHECK(memory_stats(Device::cpu()).peak_allocated_bytes == cpu::memory_stats().peak_allocated_bytes);
 }
 
 // ---- activation checkpointing
@@ -87,7 +86,7 @@ DEVICE_TEST_CASE("checkpoint_sequential gives the ordinary step's loss and gradi
   manual_seed(2);
   Tensor x = randn({16, 32}).to(dev), y = randint(0, 10, {16}).to(dev);
   const auto plain = step(*net, x, y, 0);
-  for (int64_t segments : {1, 2, 3, 19}) {
+  for (int64_t segments : {2, 3, 19}) {  // 1 would run the plain forward
     CAPTURE(segments);
     CHECK(step(*net, x, y, segments) == plain);  // dropout's masks drawn again, the same
   }
@@ -204,4 +203,49 @@ TEST_CASE("checkpoint_sequential: segments must fit the modules") {
   nn::Sequential net(std::make_shared<nn::ReLU>(), std::make_shared<nn::ReLU>());
   CHECK(error_of([&] { nn::checkpoint_sequential(net, 0, ones({2})); }) == "checkpoint_sequential: segments must be in [1, 2] for 2 modules, got 0");
   CHECK(error_of([&] { nn::checkpoint_sequential(net, 3, ones({2})); }) == "checkpoint_sequential: segments must be in [1, 2] for 2 modules, got 3");
+}
+
+TEST_CASE("checkpoint: nested regions, an input given twice, an int64 input, a Dropout with its own Generator") {
+  manual_seed(6);
+  Tensor x = randn({4, 6}, kFloat64).requires_grad_(), w = randn({6, 6}, kFloat64).requires_grad_();
+  Tensor idx = from_vector<int64_t>({2, 0, 1, 3});
+  Generator gen(11);
+  auto drop = std::make_shared<nn::Dropout>(0.5, &gen);
+  // y = per-row cross-entropy of dropout(tanh(x w)) * x + x against idx; a region in a region
+  auto inner = [w](const std::vector<Tensor>& in) { return tanh(matmul(in[0], w)); };
+  auto body = [drop](const Tensor& h, const Tensor& a, const Tensor& b, const Tensor& i) {
+    return cross_entropy(drop->forward(h) * a + b, i, {.reduction = Reduction::None});
+  };
+  auto grads_of = [&](bool checkpointed) {
+    x.set_grad(Tensor());
+    w.set_grad(Tensor());
+    gen.manual_seed(3);
+    Tensor y = checkpointed ? checkpoint(
+                                  [inner, body](const std::vector<Tensor>& in) {
+                                    return body(checkpoint(inner, {in[0]}), in[0], in[1], in[2]);
+                                  },
+                                  {x, x, idx})
+                            : body(inner({x}), x, x, idx);
+    (y * y).sum().backward();
+    return std::vector<std::vector<double>>{to_vector<double>(y), to_vector<double>(x.grad()), to_vector<double>(w.grad())};
+  };
+  const auto plain = grads_of(false), ck = grads_of(true);
+  CHECK(ck[0] == plain[0]);
+  CHECK(ck[2] == plain[2]);  // w is read once: its gradient is bit for bit the plain one
+  for (size_t i = 0; i < plain[1].size(); ++i) CHECK(ck[1][i] == doctest::Approx(plain[1][i]).epsilon(1e-13));
+}
+
+TEST_CASE("checkpoint: a tensor kept from inside the region, or a rerun that returns another shape, raises") {
+  Tensor a = from_vector<double>({1, 2}).requires_grad_(), w = from_vector<double>({3, 4}).requires_grad_();
+  auto kept = std::make_shared<Tensor>();
+  CHECK(error_of([&] {
+          checkpoint([kept, w](const std::vector<Tensor>& in) { *kept = in[0] * w; return relu(*kept); }, {a * 2.0});
+        }).find("a tensor computed inside the region from input 0 outlives the region") != std::string::npos);
+  auto transpose = std::make_shared<bool>(false);
+  Tensor m = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+  Tensor y = checkpoint([transpose](const std::vector<Tensor>& in) { return *transpose ? in[0].t() * 2.0 : in[0] * 2.0; }, {m});
+  *transpose = true;
+  CHECK(error_of([&] { y.sum().backward(); }) ==
+        "checkpoint: the region's rerun in backward returned float64 [3, 2] on cpu, its first run float64 [2, 3] on cpu; a "
+        "checkpointed function must compute the same from the same inputs");
 }

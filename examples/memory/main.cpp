@@ -13,6 +13,7 @@
 #include "amp/autocast.h"
 #include "nn/nn.h"
 #include "tensor/memory_stats.h"
+#include "report_errors.h"
 
 using namespace ampgrad;
 
@@ -69,33 +70,36 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed steps per configuration (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--device", device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  const Device dev = device == "cuda" ? Device::cuda() : Device::cpu();
+  return report_errors("memory", [&] {
+    const Device dev = device == "cuda" ? Device::cuda() : Device::cpu();
 
-  manual_seed(0);
-  nn::Sequential net;
-  for (int64_t b = 0; b < blocks; ++b) {
-    net.push_back(std::make_shared<nn::Linear>(width, width));
-    net.push_back(std::make_shared<nn::ReLU>());
-  }
-  net.push_back(std::make_shared<nn::Linear>(width, 10));
-  net.to(dev);
-  int64_t weights = 0;
-  for (const Tensor& p : net.parameters()) weights += p.numel() * 4;
-  Tensor x = randn({batch, width}).to(dev), y = randint(0, 10, {batch}).to(dev);
+    manual_seed(0);
+    nn::Sequential net;
+    for (int64_t b = 0; b < blocks; ++b) {
+      net.push_back(std::make_shared<nn::Linear>(width, width));
+      net.push_back(std::make_shared<nn::ReLU>());
+    }
+    net.push_back(std::make_shared<nn::Linear>(width, 10));
+    AMPGRAD_CHECK(segments <= int64_t(net.size()), "--segments " << segments << " is more than the model's " << net.size() << " modules");
+    net.to(dev);
+    int64_t weights = 0;
+    for (const Tensor& p : net.parameters()) weights += p.numel() * 4;
+    Tensor x = randn({batch, width}).to(dev), y = randint(0, 10, {batch}).to(dev);
 
-  const std::string ck = "checkpoint " + std::to_string(segments);
-  const std::string ck_bf16 = "bf16 autocast, " + ck;
-  const Config configs[] = {{"float32", {}, 0}, {"fp16 autocast", kFloat16, 0}, {"bf16 autocast", kBFloat16, 0},
-                            {ck.c_str(), {}, segments}, {ck_bf16.c_str(), kBFloat16, segments}};
-  std::printf("%lld blocks of Linear(%lld, %lld) + ReLU, batch %lld, on %s: weights %.1f MiB, one activation %.1f MiB (float32)\n",
-              (long long)blocks, (long long)width, (long long)width, (long long)batch, dev.str().c_str(), mib(weights),
-              mib(batch * width * 4));
-  std::printf("%-28s %14s %12s %10s\n", "forward and backward", "held for bwd", "step peak", "ms/step");
-  for (const Config& cfg : configs) {
-    const Measured m = measure(net, x, y, cfg, steps);
-    std::printf("%-28s %10.1f MiB %8.1f MiB %10.1f\n", cfg.name, m.held_mib, m.peak_mib, m.ms);
-  }
-  std::printf("held for bwd: allocated after the forward, above what lived before it; step peak: the most the step held\n"
-              "above that, its gradients included. Checkpointing keeps each segment's input and reruns the segment in\n"
-              "backward; autocast keeps 16-bit activations but adds a 16-bit copy of every weight.\n");
+    const std::string ck = "checkpoint " + std::to_string(segments);
+    const std::string ck_bf16 = "bf16 autocast, " + ck;
+    const Config configs[] = {{"float32", {}, 0}, {"fp16 autocast", kFloat16, 0}, {"bf16 autocast", kBFloat16, 0},
+                              {ck.c_str(), {}, segments}, {ck_bf16.c_str(), kBFloat16, segments}};
+    std::printf("%lld blocks of Linear(%lld, %lld) + ReLU, batch %lld, on %s: weights %.1f MiB, one activation %.1f MiB (float32)\n",
+                (long long)blocks, (long long)width, (long long)width, (long long)batch, dev.str().c_str(), mib(weights),
+                mib(batch * width * 4));
+    std::printf("%-28s %14s %12s %10s\n", "forward and backward", "held for bwd", "step peak", "ms/step");
+    for (const Config& cfg : configs) {
+      const Measured m = measure(net, x, y, cfg, steps);
+      std::printf("%-28s %10.1f MiB %8.1f MiB %10.1f\n", cfg.name, m.held_mib, m.peak_mib, m.ms);
+    }
+    std::printf("held for bwd: allocated after the forward, above what lived before it; step peak: the most the step held\n"
+                "above that, its gradients included. Checkpointing keeps each segment's input and reruns the segment in\n"
+                "backward; autocast keeps 16-bit activations but adds a 16-bit copy of every weight.\n");
+  });
 }

@@ -19,6 +19,7 @@
 #include "amp/grad_scaler.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "report_errors.h"
 
 using namespace ampgrad;
 
@@ -39,78 +40,79 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps)->capture_default_str();
   app.add_option("--csv", csv, "write the loss curves (step, one column per run)");
   CLI11_PARSE(app, argc, argv);
+  return report_errors("underflow", [&] {
+    // data: x (N, Din) ~ N(0, 1); targets (N, Dout) from a fixed random teacher, magnitude ~3e-3
+    manual_seed(0);
+    const int64_t N = 4096, Din = 32, H = 128, Dout = 256, B = 1024;
+    Tensor x = randn({N, Din});
+    Tensor teacher_a = randn({Din, H}) / std::sqrt(double(Din)), teacher_b = randn({H, Dout}) / std::sqrt(double(H));
+    Tensor y = matmul(tanh(matmul(x, teacher_a)), teacher_b) * 3e-3;
 
-  // data: x (N, Din) ~ N(0, 1); targets (N, Dout) from a fixed random teacher, magnitude ~3e-3
-  manual_seed(0);
-  const int64_t N = 4096, Din = 32, H = 128, Dout = 256, B = 1024;
-  Tensor x = randn({N, Din});
-  Tensor teacher_a = randn({Din, H}) / std::sqrt(double(Din)), teacher_b = randn({H, Dout}) / std::sqrt(double(H));
-  Tensor y = matmul(tanh(matmul(x, teacher_a)), teacher_b) * 3e-3;
-
-  std::vector<Run> runs = {{"float32", false, kFloat32, false},
-                           {"fp16", true, kFloat16, false},
-                           {"fp16+scaler", true, kFloat16, true},
-                           {"bf16", true, kBFloat16, false}};
-  for (Run& run : runs) {
-    manual_seed(1);  // the same initial weights for every run
-    auto out = std::make_shared<nn::Linear>(H, Dout);
-    nn::init::zeros_(out->weight);
-    nn::init::zeros_(out->bias);
-    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(Din, H), std::make_shared<nn::GELU>(), out);
-    optim::Adam opt(model->parameters(), {.lr = 1e-3});
-    amp::GradScaler scaler({.enabled = run.scaler});
-    int64_t zero = 0, total = 0;
-    for (int step = 0; step < steps; ++step) {
-      int64_t at = (step * B) % N;
-      Tensor xb = x.narrow(0, at, B), yb = y.narrow(0, at, B);
-      opt.zero_grad();
-      Tensor loss;
-      {
-        amp::autocast ac(DeviceType::CPU, run.dtype, run.amp);
-        loss = nn::functional::mse_loss(model->forward(xb), yb);
-      }
-      scaler.scale(loss).backward();
-      scaler.unscale_(opt);  // so the gradients below are the true ones
-      if (step >= steps - 50)
-        for (const Tensor& p : opt.params()) {
-          std::vector<float> g = to_vector<float>(p.grad());
-          for (float v : g) zero += v == 0.f;
-          total += (int64_t)g.size();
+    std::vector<Run> runs = {{"float32", false, kFloat32, false},
+                             {"fp16", true, kFloat16, false},
+                             {"fp16+scaler", true, kFloat16, true},
+                             {"bf16", true, kBFloat16, false}};
+    for (Run& run : runs) {
+      manual_seed(1);  // the same initial weights for every run
+      auto out = std::make_shared<nn::Linear>(H, Dout);
+      nn::init::zeros_(out->weight);
+      nn::init::zeros_(out->bias);
+      auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(Din, H), std::make_shared<nn::GELU>(), out);
+      optim::Adam opt(model->parameters(), {.lr = 1e-3});
+      amp::GradScaler scaler({.enabled = run.scaler});
+      int64_t zero = 0, total = 0;
+      for (int step = 0; step < steps; ++step) {
+        int64_t at = (step * B) % N;
+        Tensor xb = x.narrow(0, at, B), yb = y.narrow(0, at, B);
+        opt.zero_grad();
+        Tensor loss;
+        {
+          amp::autocast ac(DeviceType::CPU, run.dtype, run.amp);
+          loss = nn::functional::mse_loss(model->forward(xb), yb);
         }
-      if (step == steps - 1 && !run.amp) {  // what fp16 would do to the true gradients
-        run.health_unscaled = amp::grad_health(opt.params()[0].grad(), 1.0);
-        run.health_scaled = amp::grad_health(opt.params()[0].grad(), 65536.0);
+        scaler.scale(loss).backward();
+        scaler.unscale_(opt);  // so the gradients below are the true ones
+        if (step >= steps - 50)
+          for (const Tensor& p : opt.params()) {
+            std::vector<float> g = to_vector<float>(p.grad());
+            for (float v : g) zero += v == 0.f;
+            total += (int64_t)g.size();
+          }
+        if (step == steps - 1 && !run.amp) {  // what fp16 would do to the true gradients
+          run.health_unscaled = amp::grad_health(opt.params()[0].grad(), 1.0);
+          run.health_scaled = amp::grad_health(opt.params()[0].grad(), 65536.0);
+        }
+        scaler.step(opt);
+        scaler.update();
+        if (step % log_every == 0 || step == steps - 1) {
+          NoGradGuard no_grad;
+          run.loss.push_back(nn::functional::mse_loss(model->forward(x), y).item<double>());
+        }
       }
-      scaler.step(opt);
-      scaler.update();
-      if (step % log_every == 0 || step == steps - 1) {
-        NoGradGuard no_grad;
-        run.loss.push_back(nn::functional::mse_loss(model->forward(x), y).item<double>());
-      }
+      run.zero_grads = double(zero) / double(total);
     }
-    run.zero_grads = double(zero) / double(total);
-  }
 
-  std::cout << "Regression, targets ~3e-3, mse over 1024x256 outputs, Adam lr 1e-3, " << steps << " steps\n\n"
-            << std::left << std::setw(13) << "run" << std::right << std::setw(13) << "loss @0" << std::setw(13)
-            << "loss @" + std::to_string(steps / 2) << std::setw(13) << "final loss" << std::setw(22) << "zero weight grads\n";
-  for (const Run& r : runs)
-    std::cout << std::left << std::setw(13) << r.name << std::right << std::scientific << std::setprecision(3) << std::setw(13)
-              << r.loss.front() << std::setw(13) << r.loss[r.loss.size() / 2] << std::setw(13) << r.loss.back() << std::fixed
-              << std::setprecision(1) << std::setw(20) << 100 * r.zero_grads << "%\n";
-  const Run& f32 = runs[0];
-  std::cout << "\nThe float32 run's first-layer gradients at the end, as float16 would hold them:\n";
-  amp::print_grad_health(std::cout, "fc1.weight", f32.health_unscaled, f32.health_scaled);
-  if (!csv.empty()) {
-    std::ofstream out(csv);
-    out << "step";
-    for (const Run& r : runs) out << "," << r.name;
-    out << "\n";
-    for (size_t i = 0; i < f32.loss.size(); ++i) {
-      out << std::min<int>((int)i * log_every, steps - 1);
-      for (const Run& r : runs) out << "," << r.loss[i];
+    std::cout << "Regression, targets ~3e-3, mse over 1024x256 outputs, Adam lr 1e-3, " << steps << " steps\n\n"
+              << std::left << std::setw(13) << "run" << std::right << std::setw(13) << "loss @0" << std::setw(13)
+              << "loss @" + std::to_string(steps / 2) << std::setw(13) << "final loss" << std::setw(22) << "zero weight grads\n";
+    for (const Run& r : runs)
+      std::cout << std::left << std::setw(13) << r.name << std::right << std::scientific << std::setprecision(3) << std::setw(13)
+                << r.loss.front() << std::setw(13) << r.loss[r.loss.size() / 2] << std::setw(13) << r.loss.back() << std::fixed
+                << std::setprecision(1) << std::setw(20) << 100 * r.zero_grads << "%\n";
+    const Run& f32 = runs[0];
+    std::cout << "\nThe float32 run's first-layer gradients at the end, as float16 would hold them:\n";
+    amp::print_grad_health(std::cout, "fc1.weight", f32.health_unscaled, f32.health_scaled);
+    if (!csv.empty()) {
+      std::ofstream out(csv);
+      out << "step";
+      for (const Run& r : runs) out << "," << r.name;
       out << "\n";
+      for (size_t i = 0; i < f32.loss.size(); ++i) {
+        out << std::min<int>((int)i * log_every, steps - 1);
+        for (const Run& r : runs) out << "," << r.loss[i];
+        out << "\n";
+      }
+      std::cout << "\nloss curves written to " << csv << "\n";
     }
-    std::cout << "\nloss curves written to " << csv << "\n";
-  }
+  });
 }
