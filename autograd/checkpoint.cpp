@@ -160,39 +160,39 @@ Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
     r->draws = draws.drawn();
   }
   AMPGRAD_CHECK(out.defined(), "checkpoint: the function returned an undefined tensor");
+  Tensor result;
   if (!out.grad_fn() || out.grad_fn()->sequence_nr < first) {
     // The region recorded nothing for its output: it handed back an input, or a tensor from
     // outside, or nothing it read needs a gradient.
+    result = out;
     for (size_t k = 0; k < inputs.size(); ++k)
-      if (out.impl_ptr() == region_in[k].impl_ptr()) return inputs[k];
-    return out;
+      if (out.impl_ptr() == region_in[k].impl_ptr()) result = inputs[k];
+  } else {
+    // One node for the whole region: its edges are the boundary's, the inputs' edges taken
+    // from the inputs themselves (the region saw detached copies).
+    Boundary b = boundary_of(out, first, region_in);
+    auto node = std::make_shared<Node>();
+    node->name = "checkpoint";
+    for (size_t i = 0; i < b.targets.size(); ++i) {
+      const Target& t = b.targets[i];
+      node->edges.push_back(t.input >= 0 ? edge_to(inputs[t.input]) : b.edges[i]);
+      node->input_shapes.push_back(b.shapes[i]);
+      node->input_dtypes.push_back(b.dtypes[i]);
+      if (t.input < 0 && b.edges[i].leaf) r->leaves.emplace_back(Tensor(b.edges[i].leaf));
+    }
+    r->fn = std::move(fn);
+    r->targets = std::move(b.targets);
+    r->out_shape = out.shape();
+    r->out_dtype = out.dtype();
+    r->out_device = out.device();
+    node->backward = [r](const Tensor& g, const Needs&) { return rerun(*r, g); };
+    result = out.detach();
+    attach(result, std::move(node));
   }
-
-  // One node for the whole region: its edges are the boundary's, the inputs' edges taken from
-  // the inputs themselves (the region saw detached copies).
-  Boundary b = boundary_of(out, first, region_in);
-  auto node = std::make_shared<Node>();
-  node->name = "checkpoint";
-  for (size_t i = 0; i < b.targets.size(); ++i) {
-    const Target& t = b.targets[i];
-    node->edges.push_back(t.input >= 0 ? edge_to(inputs[t.input]) : b.edges[i]);
-    node->input_shapes.push_back(b.shapes[i]);
-    node->input_dtypes.push_back(b.dtypes[i]);
-    if (t.input < 0 && b.edges[i].leaf) r->leaves.emplace_back(Tensor(b.edges[i].leaf));
-  }
-  r->fn = std::move(fn);
-  r->targets = std::move(b.targets);
-  r->out_shape = out.shape();
-  r->out_dtype = out.dtype();
-  r->out_device = out.device();
-  node->backward = [r](const Tensor& g, const Needs&) { return rerun(*r, g); };
-  Tensor result = out.detach();
-  attach(result, std::move(node));
 
   // Now the region's graph, and with it its activations, goes. A tensor the function kept from
   // inside the region (an auxiliary output, stashed) would keep part of it, and a gradient that
   // came through it would stop at a region input instead of reaching the input it stands for.
-  b = Boundary();
   out = Tensor();
   for (size_t k = 0; k < region_in.size(); ++k)
     AMPGRAD_CHECK(!region_in[k].defined() || region_in[k].impl_ptr().use_count() == 1,
