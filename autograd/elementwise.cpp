@@ -51,7 +51,7 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = autocast(Op::mul, a_in, b_in);
   auto [a, b] = promote(a0, b0);
   Tensor out = kernels::binary(Binary::mul, a, b);
-  record("mul", out, {a, b}, [a = Saved(a), b = Saved(b)](const Tensor& g, const Needs& need) {
+  record("mul", out, {a, b}, [a = save_if(b.requires_grad(), a), b = save_if(a.requires_grad(), b)](const Tensor& g, const Needs& need) {
     return grads(need[0] ? g * b : Tensor(), need[1] ? g * a : Tensor());
   });
   return out;
@@ -111,9 +111,11 @@ Tensor tanh(const Tensor& x) {  // d/dx tanh x = 1 - y²
 Tensor sigmoid(const Tensor& x) {  // d/dx σ(x) = y (1 - y)
   return unary_op(Op::sigmoid, Unary::sigmoid, as_float(x), Save::output, [](const Tensor& g, const Tensor& y) { return g * y * (1.0 - y); });
 }
-Tensor relu(const Tensor& x) {  // 1 where x > 0 (0 at 0, as PyTorch)
-  return unary_op(Op::relu, Unary::relu, x, Save::input, [](const Tensor& g, const Tensor& x) {
-    return kernels::binary(Binary::relu_backward, g, x);
+// 1 where x > 0 (0 at 0, as PyTorch), which is where the output is > 0: saving the output, as
+// PyTorch does, keeps nothing of ReLU's own, for the next layer saves that tensor anyway.
+Tensor relu(const Tensor& x) {
+  return unary_op(Op::relu, Unary::relu, x, Save::output, [](const Tensor& g, const Tensor& y) {
+    return kernels::binary(Binary::relu_backward, g, y);
   });
 }
 Tensor gelu(const Tensor& x) {  // Φ(x) + x φ(x): tensor/scalar_math.h

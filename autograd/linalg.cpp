@@ -13,7 +13,7 @@ static void check_same_device(const char* op, const Tensor& a, const Tensor& b) 
 // a (M, K) @ b (K, N), or a (B, M, K) @ b (B, K, N): one recorded GEMM.
 static Tensor gemm(const Tensor& a, const Tensor& b) {
   Tensor out = kernels::bmm(a, b);
-  record("matmul", out, {a, b}, [a = Saved(a), b = Saved(b)](const Tensor& g, const Needs& need) {
+  record("matmul", out, {a, b}, [a = save_if(b.requires_grad(), a), b = save_if(a.requires_grad(), b)](const Tensor& g, const Needs& need) {
     int64_t r = g.dim() - 2;  // the matrix dims are the last two
     return grads(need[0] ? kernels::bmm(g, b.get().transpose(r, r + 1)) : Tensor(),
                  need[1] ? kernels::bmm(a.get().transpose(r, r + 1), g) : Tensor());
@@ -69,7 +69,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   Tensor wt = w.as_strided({w.size(1), w.size(0)}, {w.stride(1), w.stride(0)}, w.storage_offset());  // Wᵀ, a view
   Tensor out = kernels::bmm(x, wt);
   if (b.defined()) kernels::axpy_(out, b, 1.0);  // bias broadcast over rows, in place
-  record("linear", out, {x, w, b}, [x = Saved(x), w = Saved(w)](const Tensor& g, const Needs& need) {
+  record("linear", out, {x, w, b}, [x = save_if(w.requires_grad(), x), w = save_if(x.requires_grad(), w)](const Tensor& g, const Needs& need) {
     return grads(need[0] ? kernels::bmm(g, w) : Tensor(),       // dx = G W        (N, Din)
                  need[1] ? kernels::bmm(g.t(), x) : Tensor(),   // dW = Gᵀ x       (Dout, Din)
                  need[2] ? kernels::sum(g, {0}, false) : Tensor());  // db = Σ_n G (Dout)

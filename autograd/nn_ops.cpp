@@ -174,11 +174,9 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
   Tensor out = empty({N, Cout, Ho, Wo}, TensorOptions(x.dtype()).device(x.device()));
   kernels::copy_(out, out2.view({N, Ho, Wo, Cout}).permute({0, 3, 1, 2}));
   // Saves x, not `cols`: the im2col matrix is kh·kw times larger (25 times for 5x5), and redoing
-  // it in backward is one copy beside a GEMM. Only the weight's gradient reads x: a frozen conv
-  // keeps nothing of it. One gradient per statement, so each im2col-sized temporary is freed
-  // before the next is made.
-  const Tensor x_for_w = w.requires_grad() ? x : Tensor();
-  record("conv2d", out, {x, w, b}, [x = Saved(x_for_w), x_shape = x.shape(), w2 = Saved(w2), w_shape = w.shape(), stride, pad](const Tensor& g, const Needs& need) {
+  // it in backward is one copy beside a GEMM. One gradient per statement, so each im2col-sized
+  // temporary is freed before the next is made.
+  record("conv2d", out, {x, w, b}, [x = save_if(w.requires_grad(), x), x_shape = x.shape(), w2 = save_if(x.requires_grad(), w2), w_shape = w.shape(), stride, pad](const Tensor& g, const Needs& need) {
     const int64_t kh = w_shape[2], kw = w_shape[3];
     Tensor g2 = g.permute({0, 2, 3, 1}).contiguous().view({-1, w_shape[0]});  // (N·Ho·Wo, Cout)
     autograd::Grads gs(3);

@@ -28,4 +28,9 @@ inline Tensor scaled(const Tensor& g, double factor) {
 // the division brought them back.
 inline Tensor widened(const Tensor& x) { return is_half(x.dtype()) ? x.detach().to(kFloat32) : x; }
 inline Tensor rounded_to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : x.detach().to(dtype); }
+
+// A tensor a backward reads for one input's gradient only, saved only if that input wants one,
+// as PyTorch's generated backwards do: a GEMM with a frozen weight keeps no activation, and
+// x * mask (dropout) keeps the mask alone.
+inline Saved save_if(bool wanted, const Tensor& t) { return Saved(wanted ? t : Tensor()); }
 }  // namespace ampgrad
