@@ -62,17 +62,17 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = promote(a0, b0);
   if (!a.is_floating_point()) { a = autograd::cast(a, kFloat32); b = autograd::cast(b, kFloat32); }  // true division
   Tensor out = kernels::binary(Binary::div, a, b);
-  record("div", out, {a, b}, [b = Saved(b), out = Saved(out)](const Tensor& g, const Needs& need) {
+  record("div", out, {a, b}, [b = Saved(b), out = save_if(b.requires_grad(), out)](const Tensor& g, const Needs& need) {
     Tensor ga = g / b;
     return grads(ga, need[1] ? -ga * out : Tensor());  // -g a / b² = -(g / b) * (a / b)
   });
   return out;
 }
 
-// ---- unary ops: y = f(x); each saves the one tensor its derivative reads, input or output,
-// and backward(g, saved) gives dL/dx
+// ---- unary ops: y = f(x); each saves the one tensor its derivative reads (input, output or
+// none), and backward(g, saved) gives dL/dx
 
-enum class Save { input, output };
+enum class Save { input, output, nothing };
 
 // exp, log, sqrt, tanh and sigmoid of an integer or bool tensor are float32, as in PyTorch.
 static Tensor as_float(const Tensor& x) { return x.is_floating_point() ? x : autograd::cast(x, kFloat32); }
@@ -81,14 +81,14 @@ template <class Backward>
 static Tensor unary_op(Op op, Unary k, const Tensor& x_in, Save what, Backward backward) {
   auto [x] = autocast(op, x_in);
   Tensor out = kernels::unary(k, x);
-  record(kernels::unary_name(k), out, {x}, [saved = Saved(what == Save::input ? x : out), backward](const Tensor& g, const Needs&) {
+  record(kernels::unary_name(k), out, {x}, [saved = Saved(what == Save::input ? x : what == Save::output ? out : Tensor()), backward](const Tensor& g, const Needs&) {
     return grads(backward(g, saved));
   });
   return out;
 }
 
 Tensor neg(const Tensor& x) {
-  return unary_op(Op::neg, Unary::neg, x, Save::input, [](const Tensor& g, const Tensor&) { return -g; });
+  return unary_op(Op::neg, Unary::neg, x, Save::nothing, [](const Tensor& g, const Tensor&) { return -g; });
 }
 Tensor exp(const Tensor& x) {  // d/dx e^x = e^x = y
   return unary_op(Op::exp, Unary::exp, as_float(x), Save::output, [](const Tensor& g, const Tensor& y) { return g * y; });
