@@ -22,7 +22,10 @@
 // - Inputs and weights written in place between forward and backward raise the same error as
 //   any saved tensor would (node.h); other tensors fn captures are not checked, as in PyTorch.
 // - fn must compute the same from the same inputs: a rerun that reads other tensors or returns
-//   another shape or dtype raises an error, and so does a tensor kept from inside the region.
+//   another shape or dtype raises an error. So does a tensor kept from inside the region that
+//   depends on an input needing a gradient, which would not reach the input; one that depends
+//   only on weights or on inputs needing none gets its gradients, but keeps its part of the
+//   region's graph, and so its memory.
 #pragma once
 #include <functional>
 #include <vector>

@@ -1,7 +1,6 @@
 // nn_ops.cpp — softmax family, losses, convolution, pooling, layer norm, dropout.
 // Softmax + cross-entropy is fused by hand (its gradient is simply softmax − one-hot, weighed);
-// layer norm, mse and dropout are composed from the library's own ops, so their backward comes
-// free.
+// layer norm and mse are composed from the library's own ops, so their backward comes free.
 // Letters: N batch, C classes or channels, H W image, k kernel.
 #include <cmath>
 
@@ -224,6 +223,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
 }
 
 // Zeroes each element with probability p and scales survivors by 1/(1−p) (train mode only).
+// Backward keeps the bool mask, a byte an element as in PyTorch, and scales it again there.
 Tensor dropout(const Tensor& x_in, double p, bool training, Generator* gen) {
   auto [x] = autocast(Op::dropout, x_in);
   AMPGRAD_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got " << p);
@@ -231,8 +231,13 @@ Tensor dropout(const Tensor& x_in, double p, bool training, Generator* gen) {
   if (p == 1) return x * 0.0;
   // drawn and compared in float32 or wider: in bfloat16, u >= 0.1 would keep 90.015% instead of 90%
   Tensor u = rand(x.shape(), TensorOptions(is_half(x.dtype()) ? kFloat32 : x.dtype()).device(x.device()), gen);
-  Tensor keep = to(ge(u, scalar_like(p, u)), x.dtype());
-  return x * scaled(keep, 1 / (1 - p));
+  Tensor keep = ge(u, scalar_like(p, u));
+  auto multiplier = [scale = 1 / (1 - p)](const Tensor& keep, DType dtype) { return scaled(to(keep, dtype), scale); };
+  Tensor out = kernels::binary(kernels::Binary::mul, x, multiplier(keep, x.dtype()));
+  record("dropout", out, {x}, [keep = Saved(keep), multiplier](const Tensor& g, const Needs&) {
+    return grads(kernels::binary(kernels::Binary::mul, g, multiplier(keep, g.dtype())));
+  });
+  return out;
 }
 
 }  // namespace ampgrad
