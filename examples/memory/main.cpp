@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
     }
     std::printf("held for bwd: allocated after the forward, above what lived before it; step peak: the most the step held\n"
                 "above that, its gradients included. Checkpointing keeps each segment's input and reruns the segment in\n"
-                "backward; autocast keeps 16-bit activations but adds a 16-bit copy of every weight.\n");
+                "backward; autocast keeps 16-bit activations but adds a 16-bit copy of each weight whose input wants a\n"
+                "gradient (all but the first layer's).\n");
   });
 }
