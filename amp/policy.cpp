@@ -71,6 +71,7 @@ constexpr std::array<PolicyRow, kNumOps> kTable{{
     {Op::max_pool2d,      "max_pool2d",      IN,  IN},
     {Op::layer_norm,      "layer_norm",      F32, IN},
     {Op::dropout,         "dropout",         IN,  IN},
+    {Op::embedding,       "embedding",       IN,  IN},
 }};
 
 constexpr bool table_is_complete() {

@@ -33,7 +33,7 @@ enum class Op : uint8_t {
   contiguous, clone, cat, stack, to,
   // neural-network ops
   softmax, log_softmax, cross_entropy, nll_loss, mse_loss, max_pool2d, layer_norm, dropout,
-  kCount
+  embedding, kCount
 };
 inline constexpr size_t kNumOps = size_t(Op::kCount);
 

@@ -1,4 +1,4 @@
-// nn_ops.cpp — softmax family, losses, convolution, pooling, layer norm, dropout.
+// nn_ops.cpp — softmax family, losses, convolution, pooling, layer norm, dropout, embedding.
 // Softmax + cross-entropy is fused by hand (its gradient is simply softmax − one-hot, weighed);
 // layer norm and mse are composed from the library's own ops, so their backward comes free.
 // Letters: N batch, C classes or channels, H W image, k kernel.
@@ -238,6 +238,25 @@ Tensor dropout(const Tensor& x_in, double p, bool training, Generator* gen) {
     return grads(kernels::binary(kernels::Binary::mul, g, multiplier(keep, g.dtype())));
   });
   return out;
+}
+
+// Row indices[i] of weight for every index: a lookup table, whose gradient adds each output
+// row's gradient back into the row it came from (a token seen twice gets both).
+//   indices int64 (...), weight (V, D) -> (..., D)
+Tensor embedding(const Tensor& indices, const Tensor& w_in) {
+  auto [w] = autocast(Op::embedding, w_in);
+  AMPGRAD_CHECK(w.dim() == 2, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got " << shape_str(w.shape()));
+  AMPGRAD_CHECK(indices.dtype() == kInt64, "embedding: indices must be int64, got " << dtype_name(indices.dtype()));
+  AMPGRAD_CHECK(indices.device() == w.device(), "embedding: indices on " << indices.device().str() << ", weight on " << w.device().str());
+  const int64_t D = w.size(1);
+  Tensor index = indices.detach().reshape({-1, 1}).expand({-1, D});  // (N, D): row i repeats indices[i]
+  Tensor out = kernels::gather(w, 0, index);
+  record("embedding", out, {w}, [index = Saved(index), w_shape = w.shape()](const Tensor& g, const Needs&) {
+    return grads(kernels::scatter_add(w_shape, 0, index, g.contiguous()));
+  });
+  Shape out_shape = indices.shape();
+  out_shape.push_back(D);
+  return out.reshape(out_shape);
 }
 
 }  // namespace ampgrad

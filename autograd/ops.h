@@ -133,5 +133,7 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> s
 // normalises over the trailing dims of normalized_shape; weight/bias may be undefined
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+// int64 indices of any shape (...), weight (V, D) -> (..., D): the rows the indices name
+Tensor embedding(const Tensor& indices, const Tensor& weight);
 
 }  // namespace ampgrad

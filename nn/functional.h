@@ -13,6 +13,7 @@ using ampgrad::conv2d;
 using ampgrad::cross_entropy;
 using ampgrad::CrossEntropyOptions;
 using ampgrad::dropout;
+using ampgrad::embedding;
 using ampgrad::gelu;
 using ampgrad::layer_norm;
 using ampgrad::linear;

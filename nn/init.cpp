@@ -18,6 +18,10 @@ Tensor uniform_(Tensor t, double low, double high, Generator* gen) {
   NoGradGuard no_grad;
   return ampgrad::uniform_(t, low, high, gen);
 }
+Tensor normal_(Tensor t, double mean, double std, Generator* gen) {
+  NoGradGuard no_grad;
+  return ampgrad::normal_(t, mean, std, gen);
+}
 Tensor zeros_(Tensor t) {
   NoGradGuard no_grad;
   return t.zero_();

@@ -16,6 +16,7 @@ namespace ampgrad::nn::init {
 std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& weight);
 
 Tensor uniform_(Tensor t, double low = 0, double high = 1, Generator* gen = nullptr);
+Tensor normal_(Tensor t, double mean = 0, double std = 1, Generator* gen = nullptr);
 Tensor zeros_(Tensor t);
 Tensor ones_(Tensor t);
 // U(−b, b) with b = gain·√(3 / fan_in), gain = √(2 / (1 + a²)) (leaky_relu of slope a).

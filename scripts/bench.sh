@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # bench.sh — ampgrad's speed measurements: GEMM against this CPU's FMA peak (bench/gemm.cpp),
-# and whole Fashion-MNIST epochs against PyTorch (bench/torch_epoch.py) measured in the same run,
-# alternating, reported as medians and ratios. Speed only: correctness is scripts/test.sh's.
+# whole Fashion-MNIST epochs against PyTorch (bench/torch_epoch.py) and the character GPT's
+# training steps against PyTorch's (bench/torch_gpt.py), measured in the same run, alternating,
+# reported as medians and ratios. Speed only: correctness is scripts/test.sh's.
 #
 #   scripts/bench.sh gemm            # GEMM + MLP-step table (Google Benchmark, medians of 5)
 #   scripts/bench.sh mlp             # MLP epoch, ampgrad vs PyTorch, 3 runs each, alternating
 #   scripts/bench.sh cnn             # CNN epoch, 1 run each (PyTorch takes ~30 s here)
 #   scripts/bench.sh amp             # ampgrad's fp16/bf16 autocast epochs vs its float32 epoch
 #   scripts/bench.sh amp --torch-amp # ... and PyTorch's CPU bf16 autocast epoch beside them
+#   scripts/bench.sh gpt             # GPT ms/step and loss: ampgrad f32/fp16/bf16, PyTorch f32/bf16
 #   scripts/bench.sh all --wait-quiet
 #
 # Results (raw JSON, per-run logs) go to build/bench-results/. Two cores: never run two
@@ -17,11 +19,12 @@ cd "$(dirname "$0")/.."
 
 usage() {
   cat <<'EOF'
-usage: scripts/bench.sh [gemm|mlp|cnn|amp|all]... [options]
+usage: scripts/bench.sh [gemm|mlp|cnn|amp|gpt|all]... [options]
   --runs N          epoch runs per side for mlp and amp (default 3)
   --cnn-runs N      epoch runs per side for cnn (default 1)
   --amp-model M     model of the amp section: mlp | cnn (default mlp)
   --torch-amp       amp section: also PyTorch's float32 and CPU bf16 autocast epochs (slow for cnn)
+  --gpt-steps N     training steps per GPT run (default 500)
   --no-torch-tuned  mlp/cnn: skip the second PyTorch column (OMP_WAIT_POLICY=PASSIVE, which stops
                     its OpenMP and OpenBLAS thread pools from fighting over the 2 cores)
   --reps N          Google Benchmark repetitions for gemm (default 5; medians reported)
@@ -33,13 +36,14 @@ usage: scripts/bench.sh [gemm|mlp|cnn|amp|all]... [options]
 EOF
 }
 
-sections=() runs=3 cnn_runs=1 amp_model=mlp torch_amp=0 torch_tuned=1 reps=5 filter="" limit=0 threads=2 wait_quiet=0 build=1
+sections=() runs=3 cnn_runs=1 gpt_steps=500 amp_model=mlp torch_amp=0 torch_tuned=1 reps=5 filter="" limit=0 threads=2 wait_quiet=0 build=1
 while (($#)); do
   case "$1" in
-    gemm | mlp | cnn | amp) sections+=("$1") ;;
-    all) sections+=(gemm mlp cnn amp) ;;
+    gemm | mlp | cnn | amp | gpt) sections+=("$1") ;;
+    all) sections+=(gemm mlp cnn amp gpt) ;;
     --runs) runs=$2; shift ;;
     --cnn-runs) cnn_runs=$2; shift ;;
+    --gpt-steps) gpt_steps=$2; shift ;;
     --amp-model) amp_model=$2; shift ;;
     --torch-amp) torch_amp=1 ;;
     --no-torch-tuned) torch_tuned=0 ;;
@@ -249,12 +253,60 @@ section_amp() {
   fi
 }
 
+# One GPT run of $gpt_steps steps: prints "ms_per_step val_loss" (ms: the median of the intervals
+# between evaluations). ampgrad's from its metrics CSV, PyTorch's from its last line.
+ampgrad_gpt() {  # amp tag
+  local csv="$out/ampgrad-gpt-$1-$2.csv" log="$out/ampgrad-gpt-$1-$2.log"
+  build/examples/gpt --steps "$gpt_steps" --amp "$1" --threads "$threads" --sample 0 --metrics "$csv" >"$log" 2>&1 ||
+    { echo "ampgrad GPT run failed, see $log" >&2; cat "$log" >&2; return 1; }
+  echo "$(tail -n +2 "$csv" | cut -d, -f6 | median) $(tail -n 1 "$csv" | cut -d, -f3)"
+}
+torch_gpt() {  # amp tag
+  local log="$out/torch-gpt-$1-$2.log" envs=()
+  ((torch_tuned)) && envs+=(OMP_WAIT_POLICY=PASSIVE)
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${envs[@]}" "$PY" bench/torch_gpt.py --steps "$gpt_steps" --amp "$1" \
+    --threads "$threads" >"$log" 2>&1 || { echo "PyTorch GPT run failed, see $log" >&2; cat "$log" >&2; return 1; }
+  sed -n 's/^torch_gpt .* ms_per_step=\([0-9.]*\) val_loss=\([0-9.]*\)$/\1 \2/p' "$log"
+}
+
+section_gpt() {
+  echo
+  echo "== GPT training steps (examples/gpt defaults: 2 layers, 4 heads, 64 wide, block 64, batch 32), $gpt_steps steps a run,"
+  echo "   $runs run(s) of each, interleaved: ms/step (median of the evaluation intervals) and the last val_loss"
+  local with_torch=0
+  have_torch && with_torch=1 || echo "  (PyTorch is not importable by $PY: ampgrad only)"
+  ((with_torch)) && echo "  (PyTorch $( ((torch_tuned)) && echo "with OMP_WAIT_POLICY=PASSIVE" || echo "as installed"); its CPU autocast has bf16 only)"
+  check_quiet
+  local kinds=(ampgrad:off ampgrad:fp16 ampgrad:bf16) k i
+  ((with_torch)) && kinds+=(torch:off torch:bf16)
+  declare -A ms loss
+  for ((i = 1; i <= runs; i++)); do
+    printf '  run %d:' "$i"
+    for k in "${kinds[@]}"; do
+      local r
+      r=$("${k%%:*}_gpt" "${k#*:}" "$i")
+      ms[$k]+="${r% *} "
+      loss[$k]+="${r#* } "
+      printf '  %s %s %s ms' "${k%%:*}" "${k#*:}" "${r% *}"
+    done
+    echo
+  done
+  local base
+  base=$(printf '%s\n' ${ms[ampgrad:off]} | median)
+  for k in "${kinds[@]}"; do
+    local m
+    m=$(printf '%s\n' ${ms[$k]} | median)
+    printf '  median %-7s %-4s %7.2f ms/step  (%sx ampgrad f32)  val_loss %s\n' "${k%%:*}" "${k#*:}" "$m" "$(ratio "$m" "$base")" \
+      "$(printf '%s\n' ${loss[$k]} | median)"
+  done
+}
+
 # ---- run ----
 mkdir -p "$out"
 # The sections with a PyTorch column install it (Debian's, on OpenBLAS); without it they still
 # measure ampgrad.
 for s in "${sections[@]}"; do
-  if [[ $s == mlp || $s == cnn || ($s == amp && $torch_amp -eq 1) ]]; then
+  if [[ $s == mlp || $s == cnn || $s == gpt || ($s == amp && $torch_amp -eq 1) ]]; then
     scripts/install-deps.sh --bench || echo "bench.sh: could not install PyTorch; ampgrad only"
     break
   fi
@@ -262,7 +314,7 @@ done
 if ((build)); then
   echo "building ..."
   cmake -S . -B build >/dev/null
-  cmake --build build -j2 --target mnist gemm >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
+  cmake --build build -j2 --target mnist gpt gemm >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
 fi
 [ -x build/bench/gemm ] || { echo "bench.sh: build/bench/gemm missing (is libbenchmark-dev installed?)" >&2; exit 1; }
 echo "ampgrad bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; OMP_NUM_THREADS=$OMP_NUM_THREADS"
@@ -273,5 +325,6 @@ for s in "${sections[@]}"; do
     mlp) compare_epochs mlp "$runs" ;;
     cnn) compare_epochs cnn "$cnn_runs" ;;
     amp) section_amp ;;
+    gpt) section_gpt ;;
   esac
 done

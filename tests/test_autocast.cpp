@@ -168,6 +168,7 @@ DEVICE_TEST_CASE("every op of the library consults the policy table") {
   (void)squeeze(x); (void)contiguous(x); (void)clone(x); (void)cat({x, y}); (void)stack({x, y}); (void)to(x, kFloat64);
   (void)softmax(x, 1); (void)log_softmax(x, 1); (void)cross_entropy(x, t); (void)nll_loss(x, t); (void)mse_loss(x, y);
   (void)max_pool2d(img, 2); (void)layer_norm(x, {3}); (void)dropout(x, 0.5, true);
+  (void)embedding(t, w);
   std::set<amp::Op> seen;
   for (auto& e : trace.events()) seen.insert(e.op);
   for (size_t i = 0; i < amp::kNumOps; ++i)

@@ -22,6 +22,7 @@
 #include "amp/amp_kernels.h"
 #include "amp/grad_scaler.h"
 #include "autograd/ops.h"
+#include "nn/attention.h"
 #include "optim/optim.h"
 #include "skip.h"
 #ifdef AMPGRAD_WITH_CUDA
@@ -205,6 +206,10 @@ std::vector<OpCase> op_table() {
          Generator g(7);  // drawn on the host: the same mask on both devices
          return dropout(i[0], 0.3, true, &g);
        }},
+      // rows 4 and 0 gathered twice: their gradients add two terms
+      {"embedding", {{5, 6}}, -1, 1, 2, simple, [](In i) { return embedding(beside(i[0], from_vector<int64_t>({4, 0, 4, 2, 0})), i[0]); }},
+      {"scaled_dot_product_attention causal", {{2, 5, 8}, {2, 5, 8}, {2, 5, 4}}, -1, 1, 8, composite,
+       [](In i) { return nn::functional::scaled_dot_product_attention(i[0], i[1], i[2], {.is_causal = true}); }},
   };
 }
 

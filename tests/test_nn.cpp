@@ -227,6 +227,28 @@ DEVICE_TEST_CASE("LayerNorm forward by hand, and gradients by central difference
   CHECK(gradcheck([&](In) { return ln2.forward(xs); }, {xs, ln2.weight, ln2.bias}));
 }
 
+DEVICE_TEST_CASE("Embedding: PyTorch's N(0, 1) init, lookups, and a gradient per row") {
+  manual_seed(9);
+  nn::Embedding big(100, 100);
+  std::vector<double> w = vec(big.weight);
+  double m = 0, sq = 0;
+  for (double v : w) m += v / double(w.size());
+  for (double v : w) sq += (v - m) * (v - m) / double(w.size());
+  CHECK(std::abs(m) < 0.04);                // 10,000 draws: the mean's sd is 0.01
+  CHECK(std::abs(std::sqrt(sq) - 1) < 0.03);  // and the sd's about 0.007
+  nn::Embedding emb(5, 2);
+  emb.to(dev);
+  set(emb.weight, {0, 1, 10, 11, 20, 21, 30, 31, 40, 41});
+  Tensor ids = from_vector<int64_t>({4, 4, 1}, {1, 3}).to(dev);
+  Tensor y = emb.forward(ids);
+  CHECK(y.shape() == Shape{1, 3, 2});
+  close(vec(y), {40, 41, 40, 41, 10, 11});
+  y.sum().backward();
+  close(vec(emb.weight.grad()), {0, 0, 1, 1, 0, 0, 0, 0, 2, 2});  // token 4 twice
+  CHECK(emb.named_parameters().size() == 1);
+  CHECK_THROWS_WITH_AS(nn::Embedding(0, 3), doctest::Contains("Embedding: sizes must be positive, got (0, 3)"), Error);
+}
+
 DEVICE_TEST_CASE("ReLU, GELU, Flatten, Sequential") {
   Tensor x = from_vector<double>({-1, 0, 2}).to(dev);
   close(vec(nn::ReLU().forward(x)), {0, 0, 2});

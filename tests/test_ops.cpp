@@ -284,6 +284,25 @@ DEVICE_TEST_CASE("layer_norm and dropout") {
   for (size_t i = 0; i < d32.size(); ++i) REQUIRE((d16[i] == 0) == (d32[i] == 0));
 }
 
+DEVICE_TEST_CASE("embedding: rows by index, and gradients summed into the rows they came from") {
+  Tensor w = arange(0.0, 12.0, 1.0, kFloat64).to(dev).reshape({4, 3}).requires_grad_();  // row r = 3r, 3r+1, 3r+2
+  Tensor idx = from_vector<int64_t>({3, 0, 3, 1}, {2, 2}).to(dev);
+  Tensor y = embedding(idx, w);
+  CHECK(y.shape() == Shape{2, 2, 3});
+  close(vec(y), {9, 10, 11, 0, 1, 2, 9, 10, 11, 3, 4, 5});
+  // d/dw of Σ y·g: row 3 gets g[0,0] + g[1,0], rows 0 and 1 one each, row 2 nothing
+  Tensor g = arange(1.0, 13.0, 1.0, kFloat64).to(dev).reshape({2, 2, 3});
+  (y * g).sum().backward();
+  close(vec(w.grad()), {4, 5, 6, 10, 11, 12, 0, 0, 0, 1 + 7, 2 + 8, 3 + 9});
+  manual_seed(12);
+  CHECK(gradcheck([&](In i) { return embedding(idx, i[0]); }, {r(dev, {4, 3})}));
+  CHECK(embedding(from_vector<int64_t>({2}, {}).to(dev), w).shape() == Shape{3});  // a 0-d index gives one row
+  CHECK_THROWS_WITH_AS(embedding(idx.to(kFloat32), w), doctest::Contains("embedding: indices must be int64, got float32"), Error);
+  CHECK_THROWS_WITH_AS(embedding(idx, w.reshape({12})), doctest::Contains("embedding: weight must be 2-D (num_embeddings, embedding_dim), got [12]"), Error);
+  if (dev.is_cpu())  // on a GPU the kernel checks each index where it reads it
+    CHECK_THROWS_WITH_AS(embedding(from_vector<int64_t>({4}), w), doctest::Contains("index 4 is out of bounds for dim 0 of size 4"), Error);
+}
+
 DEVICE_TEST_CASE("half inputs run every op family in float32 and round once") {
   manual_seed(8);
   Tensor x = randn({4, 8}).to(dev).to(kFloat16), w = randn({3, 8}).to(dev).to(kFloat16);

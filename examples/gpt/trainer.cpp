@@ -1,0 +1,203 @@
+// trainer.cpp — the GPT's training loop. Read train() top to bottom: it is the whole recipe.
+#include "gpt/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <iterator>
+#include <ostream>
+
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
+#include "optim/optim.h"
+#include "tensor/threads.h"
+
+namespace gpt {
+using namespace ampgrad;
+using Clock = std::chrono::steady_clock;
+
+// ---- the text, as byte tokens
+
+CharText CharText::from_string(const std::string& text, const std::string& name) {
+  CharText t;
+  int64_t id_of[256];
+  std::fill(std::begin(id_of), std::end(id_of), -1);
+  for (unsigned char ch : text) id_of[ch] = 0;
+  for (int b = 0; b < 256; ++b)
+    if (id_of[b] == 0) {
+      id_of[b] = int64_t(t.vocab.size());
+      t.vocab.push_back((unsigned char)b);
+    }
+  const size_t n_train = text.size() * 9 / 10;
+  for (size_t i = 0; i < text.size(); ++i) (i < n_train ? t.train : t.val).push_back(id_of[(unsigned char)text[i]]);
+  AMPGRAD_CHECK(!t.vocab.empty(), name << ": the text is empty");
+  return t;
+}
+
+CharText CharText::load(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  AMPGRAD_CHECK(f, "cannot read the text " << path << " (the default, from Debian's fortunes package, comes with scripts/install-deps.sh)");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  AMPGRAD_CHECK(!f.bad(), "error reading " << path);
+  return from_string(text, path);
+}
+
+std::string CharText::decode(const std::vector<int64_t>& ids) const {
+  std::string s;
+  for (int64_t id : ids) s.push_back(char(vocab.at(size_t(id))));
+  return s;
+}
+
+// B random windows of T + 1 tokens from `tokens`: inputs x the first T, targets y the last T,
+// so position t of y is the token that follows x[0..t].   x, y int64 (B, T)
+static std::pair<Tensor, Tensor> get_batch(const std::vector<int64_t>& tokens, int64_t B, int64_t T, Generator& gen, Device device) {
+  std::vector<int64_t> x(B * T), y(B * T);
+  const int64_t starts = int64_t(tokens.size()) - T;  // windows that fit
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t s = int64_t(gen.uniform() * double(starts));
+    std::copy_n(tokens.begin() + s, T, x.begin() + b * T);
+    std::copy_n(tokens.begin() + s + 1, T, y.begin() + b * T);
+  }
+  return {from_vector(x, {B, T}).to(device), from_vector(y, {B, T}).to(device)};
+}
+
+// Next-token cross-entropy over every position: logits (B, T, V), targets (B, T).
+static Tensor lm_loss(const Tensor& logits, const Tensor& targets) {
+  return nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+// ---- generation
+
+std::vector<int64_t> generate(GPT& model, std::vector<int64_t> ids, int64_t n, double temperature, Generator& gen) {
+  AMPGRAD_CHECK(!ids.empty(), "generate: needs at least one token of context");
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  const Device device = model.wte->weight.device();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t T = std::min<int64_t>(int64_t(ids.size()), model.config.block_size);  // the context that fits
+    Tensor idx = from_vector(std::vector<int64_t>(ids.end() - T, ids.end()), {1, T}).to(device);
+    Tensor logits = model.forward(idx).select(1, T - 1).select(0, 0).to(kFloat32).to(Device::cpu());  // (V)
+    std::vector<float> l = to_vector<float>(logits);
+    int64_t next = std::max_element(l.begin(), l.end()) - l.begin();
+    if (temperature > 0) {  // inverse-CDF draw from softmax(l / temperature)
+      std::vector<double> p(l.size());
+      double total = 0;
+      for (size_t v = 0; v < l.size(); ++v) total += p[v] = std::exp((l[v] - l[next]) / temperature);
+      double u = gen.uniform() * total;
+      for (next = 0; next + 1 < int64_t(p.size()) && u >= p[next]; ++next) u -= p[next];
+    }
+    ids.push_back(next);
+  }
+  model.train(was_training);
+  return ids;
+}
+
+// ---- training
+
+TrainResult train(const TrainConfig& c, std::ostream& log) {
+  AMPGRAD_CHECK(c.amp == "off" || c.amp == "fp16" || c.amp == "bf16", "--amp must be off, fp16 or bf16, got '" << c.amp << "'");
+  AMPGRAD_CHECK(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda, got '" << c.device << "'");
+  AMPGRAD_CHECK(c.steps >= 1 && c.batch_size >= 1 && c.eval_every >= 1 && c.eval_batches >= 1,
+                "--steps, --batch-size, --eval-every and --eval-batches must be >= 1");
+  const Device device = c.device == "cuda" ? Device::cuda() : Device::cpu();
+  AMPGRAD_CHECK(device.is_cpu() || cuda::is_available(), "--device cuda: no CUDA device here (or ampgrad was built without the CUDA backend)");
+  set_num_threads(c.threads);
+  manual_seed(c.seed);
+  Generator batches(c.seed);  // the batches' own stream: the same windows whatever else draws
+
+  const CharText text = CharText::load(c.text_path);
+  const int64_t T = c.model.block_size;
+  AMPGRAD_CHECK(int64_t(text.val.size()) > T, c.text_path << ": " << text.train.size() + text.val.size()
+                                                          << " bytes are too few for block_size " << T << " (its last 10%, "
+                                                          << text.val.size() << " bytes, must hold a window of " << T + 1 << ")");
+  GPTConfig mc = c.model;
+  mc.vocab_size = int64_t(text.vocab.size());
+  auto model = std::make_shared<GPT>(mc);
+  model->to(device);
+  AMPGRAD_CHECK(c.checkpoint_segments >= 0 && c.checkpoint_segments <= mc.n_layer,
+                "--checkpoint must be in [0, " << mc.n_layer << "] (the number of layers), got " << c.checkpoint_segments);
+  optim::AdamW opt(model->parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
+  optim::CosineAnnealingLR schedule(opt, c.steps, c.lr / 10);
+  const bool use_amp = c.amp != "off";
+  const DType amp_dtype = c.amp == "bf16" ? kBFloat16 : kFloat16;
+  amp::GradScaler scaler({.enabled = c.amp == "fp16"});
+  int64_t params = 0;
+  for (const Tensor& p : model->parameters()) params += p.numel();
+  log << "gpt: " << c.text_path << " (" << text.train.size() << " train / " << text.val.size() << " val bytes, vocab "
+      << mc.vocab_size << ")  layers=" << mc.n_layer << " heads=" << mc.n_head << " embd=" << mc.n_embd << " block=" << T
+      << " params=" << params << "  batch=" << c.batch_size << " lr=" << c.lr << " amp=" << c.amp << " device=" << device.str()
+      << " threads=" << get_num_threads() << "\n";
+
+  std::ofstream metrics;
+  if (!c.metrics_path.empty()) {
+    metrics.open(c.metrics_path);
+    AMPGRAD_CHECK(metrics, "cannot write metrics to " << c.metrics_path);
+    metrics << "step,train_loss,val_loss,scale,skipped_steps,ms_per_step\n";
+  }
+  // Evaluation, in the training precision, on the same random windows every time (its own seed).
+  auto evaluate = [&](const std::vector<int64_t>& tokens) {
+    NoGradGuard no_grad;
+    model->eval();
+    Generator g(c.seed + 1);
+    double total = 0;
+    for (int64_t i = 0; i < c.eval_batches; ++i) {
+      auto [x, y] = get_batch(tokens, c.batch_size, T, g, device);
+      amp::autocast ac(device.type, amp_dtype, use_amp);
+      total += lm_loss(model->forward(x), y).item<double>();
+    }
+    model->train();
+    return total / double(c.eval_batches);
+  };
+
+  TrainResult result;
+  result.model = model;
+  Tensor skipped = zeros({}, TensorOptions().device(device));  // summed where found_inf lives
+  std::vector<Tensor> losses;  // read once per evaluation: a read per step would wait for the GPU
+  auto t0 = Clock::now();
+  for (int64_t step = 1; step <= c.steps; ++step) {
+    auto [x, y] = get_batch(text.train, c.batch_size, T, batches, device);
+    opt.zero_grad();
+    // 1. forward under autocast: the GEMMs in 16 bits, the loss (and on CUDA the softmax and
+    //    layer norms) in float32, as the policy table says
+    Tensor loss;
+    {
+      amp::autocast ac(device.type, amp_dtype, use_amp);
+      loss = lm_loss(model->forward(x, c.checkpoint_segments), y);
+    }
+    // 2. scaled backward; 3. unscale, clip, step unless inf/NaN, update the scale
+    scaler.scale(loss).backward();
+    scaler.unscale_(opt);
+    optim::clip_grad_norm_(opt.params(), c.clip_grad);
+    amp::StepResult stepped = scaler.step(opt);
+    if (stepped.found_inf().defined()) skipped = skipped + stepped.found_inf();
+    scaler.update();
+    schedule.step();
+    losses.push_back(loss.detach());
+
+    if (step % c.eval_every == 0 || step == c.steps) {
+      for (const Tensor& l : losses) result.step_losses.push_back(l.item<float>());
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(losses.size());
+      losses.clear();
+      EvalPoint e{step, evaluate(text.train), evaluate(text.val), scaler.get_scale(), skipped.item<int64_t>(), ms};
+      result.evals.push_back(e);
+      log << "step " << std::setw(5) << step << std::fixed << std::setprecision(4) << "  train_loss " << e.train_loss
+          << "  val_loss " << e.val_loss << std::setprecision(1) << "  " << e.ms_per_step << " ms/step";
+      if (scaler.is_enabled()) log << std::setprecision(0) << "  scale " << e.scale << "  skipped " << e.skipped_steps;
+      log << std::defaultfloat << std::endl;  // a line per evaluation, also through a pipe
+      if (metrics) metrics << e.step << "," << e.train_loss << "," << e.val_loss << "," << e.scale << "," << e.skipped_steps << ","
+                           << e.ms_per_step << std::endl;
+      t0 = Clock::now();
+    }
+  }
+  if (c.sample_chars > 0) {
+    Generator g(c.seed);
+    amp::autocast ac(device.type, amp_dtype, use_amp);
+    result.sample = text.decode(generate(*model, {text.train[0]}, c.sample_chars, c.temperature, g));
+  }
+  return result;
+}
+
+}  // namespace gpt

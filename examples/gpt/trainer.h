@@ -1,0 +1,65 @@
+// trainer.h — the GPT's training loop on a text file, character by character (nanoGPT's
+// shakespeare_char recipe, shrunk for a CPU): AdamW with a cosine learning rate, gradient
+// clipping, and the same AMP step as the MNIST trainer (autocast forward, scaled backward,
+// scaler step, scaler update). The CLI (main.cpp) fills a TrainConfig; tests call train().
+#pragma once
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpt/model.h"
+#include "tensor/random.h"
+
+namespace gpt {
+
+// A text as byte tokens: the vocabulary is the distinct bytes it holds, in byte order.
+struct CharText {
+  std::vector<unsigned char> vocab;  // token id -> byte
+  std::vector<int64_t> train, val;   // token ids: the first 90% of the text, the rest
+  static CharText load(const std::string& path);
+  static CharText from_string(const std::string& text, const std::string& name = "text");
+  std::string decode(const std::vector<int64_t>& ids) const;
+};
+
+struct TrainConfig {
+  std::string text_path = "/usr/share/games/fortunes/songs-poems";  // Debian package fortunes
+  GPTConfig model;                  // vocab_size comes from the text
+  int64_t steps = 2000;
+  int64_t batch_size = 32;
+  double lr = 2e-3;                 // decays to lr/10 along a cosine over the steps
+  double weight_decay = 0.01;       // AdamW's default
+  double clip_grad = 1.0;
+  int64_t eval_every = 100, eval_batches = 20;
+  uint64_t seed = 0;
+  int threads = 0;                  // 0: all cores
+  std::string device = "cpu";       // cpu | cuda
+  std::string amp = "off";          // off | fp16 | bf16
+  int64_t checkpoint_segments = 0;  // recompute the blocks' activations in backward (0: off)
+  int64_t sample_chars = 300;       // generated after training (0: none)
+  double temperature = 0.8;
+  std::string metrics_path;
+};
+
+struct EvalPoint {
+  int64_t step;
+  double train_loss, val_loss;  // mean over eval_batches random batches of each split
+  double scale;                 // the GradScaler's scale (1 without one)
+  int64_t skipped_steps;        // so far
+  double ms_per_step;           // training steps since the last evaluation
+};
+
+struct TrainResult {
+  std::vector<EvalPoint> evals;
+  std::vector<float> step_losses;  // every training step's loss
+  std::string sample;
+  std::shared_ptr<GPT> model;
+};
+
+TrainResult train(const TrainConfig& config, std::ostream& log);
+
+// Continues `context` by n tokens, each drawn from softmax(logits / temperature) with `gen`
+// (temperature 0: the most likely token).
+std::vector<int64_t> generate(GPT& model, std::vector<int64_t> context, int64_t n, double temperature, ampgrad::Generator& gen);
+
+}  // namespace gpt

@@ -1,0 +1,95 @@
+// test_attention.cpp — scaled_dot_product_attention (nn/attention.h) against closed forms: the
+// softmax of two scores is e^a / (e^a + e^b), so small cases are worked by hand; equal scores
+// weigh the values equally, so the output is their mean (the running mean under a causal mask).
+// Gradients by central differences; float16 scores that would overflow unscaled stay finite.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/gradcheck.h"
+#include "devices.h"
+#include "nn/attention.h"
+#include "test_util.h"
+
+using namespace ampgrad;
+namespace F = ampgrad::nn::functional;
+using In = const std::vector<Tensor>&;
+
+static std::vector<double> vec(const Tensor& t) { return to_vector<double>(t); }
+
+DEVICE_TEST_CASE("attention by hand: two queries, two keys, one feature") {
+  // scale 1: query i's scores are q_i · (1, 0) = (q_i, 0), so its weights are (e^q_i, 1) / (e^q_i + 1)
+  Tensor q = from_vector<double>({1, 2}, {2, 1}).to(dev), k = from_vector<double>({1, 0}, {2, 1}).to(dev);
+  Tensor v = from_vector<double>({10, 20}, {2, 1}).to(dev);
+  const double e = std::exp(1.0), e2 = std::exp(2.0);
+  std::vector<double> y = vec(F::scaled_dot_product_attention(q, k, v, {.scale = 1.0}));
+  CHECK(y[0] == doctest::Approx((10 * e + 20) / (e + 1)).epsilon(1e-12));
+  CHECK(y[1] == doctest::Approx((10 * e2 + 20) / (e2 + 1)).epsilon(1e-12));
+  // causal: query 0 sees key 0 alone
+  y = vec(F::scaled_dot_product_attention(q, k, v, {.is_causal = true, .scale = 1.0}));
+  CHECK(y[0] == 10);
+  CHECK(y[1] == doctest::Approx((10 * e2 + 20) / (e2 + 1)).epsilon(1e-12));
+  // the default scale is 1/√E: with E = 4 and k scaled up by 2 the scores are the same
+  Tensor q4 = from_vector<double>({1, 0, 0, 0, 2, 0, 0, 0}, {2, 4}).to(dev), k4 = from_vector<double>({2, 0, 0, 0, 0, 0, 0, 0}, {2, 4}).to(dev);
+  y = vec(F::scaled_dot_product_attention(q4, k4, v));
+  CHECK(y[0] == doctest::Approx((10 * e + 20) / (e + 1)).epsilon(1e-12));
+  CHECK(y[1] == doctest::Approx((10 * e2 + 20) / (e2 + 1)).epsilon(1e-12));
+  // a bool mask that hides key 0 from query 1, and the same as an additive float mask
+  Tensor hide = from_vector<bool>({true, true, false, true}, {2, 2}).to(dev);
+  Tensor add = from_vector<double>({0, 0, -INFINITY, 0}, {2, 2}).to(dev);
+  for (const Tensor& mask : {hide, add}) {
+    y = vec(F::scaled_dot_product_attention(q, k, v, {.attn_mask = mask, .scale = 1.0}));
+    CHECK(y[0] == doctest::Approx((10 * e + 20) / (e + 1)).epsilon(1e-12));
+    CHECK(y[1] == 20);
+  }
+}
+
+DEVICE_TEST_CASE("attention with equal scores averages the values; causal, a running mean") {
+  // q = 0: every score is 0. v (B=2, S=3, Ev=2), batch b row s = (b·100 + s, −s)
+  Tensor v = from_vector<float>({0, 0, 1, -1, 2, -2, 100, 0, 101, -1, 102, -2}, {2, 3, 2}).to(dev);
+  Tensor q = zeros({2, 3, 4}, TensorOptions().device(dev)), k = randn({2, 3, 4}).to(dev);
+  std::vector<double> y = vec(F::scaled_dot_product_attention(q, k, v));
+  for (int i = 0; i < 3; ++i) {
+    CHECK(y[i * 2] == doctest::Approx(1));
+    CHECK(y[i * 2 + 1] == doctest::Approx(-1));
+    CHECK(y[6 + i * 2] == doctest::Approx(101));
+  }
+  y = vec(F::scaled_dot_product_attention(q, k, v, {.is_causal = true}));
+  const std::vector<double> running = {0, 0, 0.5, -0.5, 1, -1, 100, 0, 100.5, -0.5, 101, -1};  // mean of rows 0..i
+  for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(running[i]));
+}
+
+DEVICE_TEST_CASE("attention gradients by central differences, with heads, masks and fewer queries than keys") {
+  manual_seed(21);
+  auto r = [&](const Shape& s) { return randn(s, kFloat64).to(dev).requires_grad_(); };
+  CHECK(gradcheck([](In i) { return F::scaled_dot_product_attention(i[0], i[1], i[2], {.is_causal = true}); },
+                  {r({2, 2, 3, 4}), r({2, 2, 3, 4}), r({2, 2, 3, 5})}));
+  Tensor bias = randn({2, 3}, kFloat64).to(dev);
+  CHECK(gradcheck([&](In i) { return F::scaled_dot_product_attention(i[0], i[1], i[2], {.attn_mask = bias, .scale = 0.7}); },
+                  {r({1, 2, 4}), r({1, 3, 4}), r({1, 3, 2})}));
+  // a fresh generator per call draws the same dropout mask each time, so differences apply
+  CHECK(gradcheck([&](In i) { Generator g(4); return F::scaled_dot_product_attention(i[0], i[1], i[2], {.dropout_p = 0.3, .generator = &g}); },
+                  {r({3, 4}), r({3, 4}), r({3, 2})}));
+}
+
+DEVICE_TEST_CASE("float16 attention: q and k scaled before their product, which would overflow") {
+  // q = k = 150 in each of 4 features: q·k = 90,000, past float16's 65,504; scaled by 1/√4
+  // it is 45,000. Equal scores weigh the values equally: the output is v's mean.
+  Tensor q = full({1, 2, 4}, 150, TensorOptions(kFloat16).device(dev));
+  Tensor v = from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 4}).to(dev).to(kFloat16);
+  CHECK(std::isinf(vec(matmul(q, q.transpose(-2, -1)))[0]));
+  Tensor y = F::scaled_dot_product_attention(q, q, v);
+  CHECK(y.dtype() == kFloat16);
+  CHECK(vec(y) == std::vector<double>{3, 4, 5, 6, 3, 4, 5, 6});
+}
+
+TEST_CASE("attention names what is wrong with its arguments") {
+  Tensor q = zeros({2, 4}), k = zeros({3, 4}), v = zeros({3, 2});
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q, zeros({3, 5}), v); })
+        == "scaled_dot_product_attention: expected q (..., L, E), k (..., S, E), v (..., S, Ev), got q [2, 4], k [3, 5], v [3, 2]");
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, zeros({2, 2})); }).find("v [2, 2]") != std::string::npos);
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, v, {.attn_mask = zeros({2, 3}), .is_causal = true}); })
+        == "scaled_dot_product_attention: give attn_mask or is_causal, not both");
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, v, {.dropout_p = 1}); })
+        == "scaled_dot_product_attention: dropout_p must be in [0, 1), got 1");
+}
