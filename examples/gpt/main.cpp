@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   app.add_option("--sample", c.sample_chars, "characters to generate after training")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--temperature", c.temperature, "sampling temperature (0: always the likeliest)")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--metrics", c.metrics_path, "CSV of each evaluation");
+  app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op until the first evaluation");
+  app.add_flag("--profile", c.profile, "print where the time went until the first evaluation, kernel by kernel");
   CLI11_PARSE(app, argc, argv);
   try {
     gpt::TrainResult r = gpt::train(c, std::cout);

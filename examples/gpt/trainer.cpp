@@ -7,11 +7,13 @@
 #include <fstream>
 #include <iomanip>
 #include <iterator>
+#include <optional>
 #include <ostream>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "optim/optim.h"
+#include "tensor/profile.h"
 #include "tensor/threads.h"
 
 namespace gpt {
@@ -156,6 +158,10 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   result.model = model;
   Tensor skipped = zeros({}, TensorOptions().device(device));  // summed where found_inf lives
   std::vector<Tensor> losses;  // read once per evaluation: a read per step would wait for the GPU
+  std::optional<amp::Trace> trace;  // both over the first evaluation interval
+  std::optional<Profile> profile;
+  if (c.amp_trace) trace.emplace();
+  if (c.profile) profile.emplace(device.is_cuda());
   auto t0 = Clock::now();
   for (int64_t step = 1; step <= c.steps; ++step) {
     auto [x, y] = get_batch(text.train, c.batch_size, T, batches, device);
@@ -181,6 +187,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       for (const Tensor& l : losses) result.step_losses.push_back(l.item<float>());
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(losses.size());
       losses.clear();
+      if (profile) profile->print(log), profile.reset();
+      if (trace) trace->print_summary(log), trace.reset();
       EvalPoint e{step, evaluate(text.train), evaluate(text.val), scaler.get_scale(), skipped.item<int64_t>(), ms};
       result.evals.push_back(e);
       log << "step " << std::setw(5) << step << std::fixed << std::setprecision(4) << "  train_loss " << e.train_loss

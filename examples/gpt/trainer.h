@@ -39,6 +39,8 @@ struct TrainConfig {
   int64_t sample_chars = 300;       // generated after training (0: none)
   double temperature = 0.8;
   std::string metrics_path;
+  bool amp_trace = false;           // print what autocast did to each op over the first evaluation interval
+  bool profile = false;             // print where that interval's time went, kernel by kernel
 };
 
 struct EvalPoint {

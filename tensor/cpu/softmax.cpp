@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tensor/cpu/loops.h"
+#include "tensor/cpu/parallel.h"
 #include "tensor/kernels.h"
 
 namespace ampgrad::cpu {
@@ -18,20 +19,23 @@ Tensor softmax_lastdim(const Tensor& x_in, bool log) {
     using A = opmath_t<T>;
     const T* p = (const T*)x.raw_data();
     T* o = (T*)out.raw_data();
-    std::vector<A> row(C);
-    for (int64_t r = 0; r < rows; ++r) {
-      A mx = -INFINITY;
-      for (int64_t j = 0; j < C; ++j) { row[j] = A(p[r * C + j]); mx = std::max(mx, row[j]); }
-      if (std::isinf(mx) && mx < 0) mx = 0;  // an all -inf row: keep exp(-inf - 0) = 0, not NaN
-      A s = 0;
-      for (int64_t j = 0; j < C; ++j) s += std::exp(row[j] - mx);
-      if (log) {
-        A lse = mx + std::log(s);
-        for (int64_t j = 0; j < C; ++j) o[r * C + j] = T(row[j] - lse);
-      } else {
-        for (int64_t j = 0; j < C; ++j) o[r * C + j] = T(std::exp(row[j] - mx) / s);
+    parallel_for(rows, C, [&](int64_t begin, int64_t end) {  // rows are independent
+      std::vector<A> row(C);
+      for (int64_t r = begin; r < end; ++r) {
+        A mx = -INFINITY;
+        for (int64_t j = 0; j < C; ++j) { row[j] = A(p[r * C + j]); mx = std::max(mx, row[j]); }
+        if (std::isinf(mx) && mx < 0) mx = 0;  // an all -inf row: keep exp(-inf - 0) = 0, not NaN
+        A s = 0;
+        if (log) {
+          for (int64_t j = 0; j < C; ++j) s += std::exp(row[j] - mx);
+          const A lse = mx + std::log(s);
+          for (int64_t j = 0; j < C; ++j) o[r * C + j] = T(row[j] - lse);
+        } else {  // each exp once, kept in the row for the division
+          for (int64_t j = 0; j < C; ++j) s += row[j] = std::exp(row[j] - mx);
+          for (int64_t j = 0; j < C; ++j) o[r * C + j] = T(row[j] / s);
+        }
       }
-    }
+    });
   });
   return out;
 }
