@@ -21,7 +21,8 @@ struct AttentionOptions {
   Generator* generator = nullptr;  // for dropout (not owned); null: the default generator
 };
 
-// q (B, L, E), k (B, S, E), v (B, S, Ev) -> (B, L, Ev)
+// q (B, L, E), k (B, S, E), v (B, S, Ev) -> (B, L, Ev). A query that a mask hides every key from
+// gets zero output (PyTorch's behaviour since 2.5), not NaN.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options = {});
 
 }  // namespace ampgrad::nn::functional

@@ -1,11 +1,13 @@
 // functional.h — nn::functional: the stateless forms, so a model can write
 // nn::functional::cross_entropy(logits, y) as in PyTorch. These are the autograd ops
-// themselves (autograd/ops.h), brought in by name; nothing is wrapped or re-implemented.
+// themselves (autograd/ops.h), brought in by name; nothing is wrapped or re-implemented. One is
+// composed of them: scaled_dot_product_attention (nn/attention.h).
 //
 //   namespace F = ampgrad::nn::functional;
 //   Tensor loss = F::cross_entropy(F::linear(F::relu(x), w, b), y, {.label_smoothing = 0.1});
 #pragma once
 #include "autograd/ops.h"
+#include "nn/attention.h"
 
 namespace ampgrad::nn::functional {
 

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 usage() {
   cat <<'EOF'
 usage: scripts/bench.sh [gemm|mlp|cnn|amp|gpt|all]... [options]
-  --runs N          epoch runs per side for mlp and amp (default 3)
+  --runs N          runs per side for mlp, amp and gpt (default 3; gpt run i uses seed i)
   --cnn-runs N      epoch runs per side for cnn (default 1)
   --amp-model M     model of the amp section: mlp | cnn (default mlp)
   --torch-amp       amp section: also PyTorch's float32 and CPU bf16 autocast epochs (slow for cnn)
@@ -253,26 +253,29 @@ section_amp() {
   fi
 }
 
-# One GPT run of $gpt_steps steps: prints "ms_per_step val_loss" (ms: the median of the intervals
-# between evaluations). ampgrad's from its metrics CSV, PyTorch's from its last line.
-ampgrad_gpt() {  # amp tag
+# One GPT run of $gpt_steps steps with seed $2: prints "ms_per_step val_loss" (ms: the median of
+# the intervals between evaluations). ampgrad's from its metrics CSV, PyTorch's from its last
+# line. Both sides get every setting spelled out, so a changed default cannot part them.
+gpt_settings=(--steps "$gpt_steps" --eval-every 100 --eval-batches 20 --batch-size 32 --block-size 64 --layers 2 --heads 4
+              --embd 64 --lr 2e-3 --weight-decay 0.01 --clip-grad 1.0 --threads "$threads")
+ampgrad_gpt() {  # amp seed
   local csv="$out/ampgrad-gpt-$1-$2.csv" log="$out/ampgrad-gpt-$1-$2.log"
-  build/examples/gpt --steps "$gpt_steps" --amp "$1" --threads "$threads" --sample 0 --metrics "$csv" >"$log" 2>&1 ||
+  build/examples/gpt "${gpt_settings[@]}" --amp "$1" --seed "$2" --sample 0 --metrics "$csv" >"$log" 2>&1 ||
     { echo "ampgrad GPT run failed, see $log" >&2; cat "$log" >&2; return 1; }
   echo "$(tail -n +2 "$csv" | cut -d, -f6 | median) $(tail -n 1 "$csv" | cut -d, -f3)"
 }
-torch_gpt() {  # amp tag
+torch_gpt() {  # amp seed
   local log="$out/torch-gpt-$1-$2.log" envs=()
   ((torch_tuned)) && envs+=(OMP_WAIT_POLICY=PASSIVE)
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${envs[@]}" "$PY" bench/torch_gpt.py --steps "$gpt_steps" --amp "$1" \
-    --threads "$threads" >"$log" 2>&1 || { echo "PyTorch GPT run failed, see $log" >&2; cat "$log" >&2; return 1; }
-  sed -n 's/^torch_gpt .* ms_per_step=\([0-9.]*\) val_loss=\([0-9.]*\)$/\1 \2/p' "$log"
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${envs[@]}" "$PY" bench/torch_gpt.py "${gpt_settings[@]}" --amp "$1" \
+    --seed "$2" >"$log" 2>&1 || { echo "PyTorch GPT run failed, see $log" >&2; cat "$log" >&2; return 1; }
+  sed -n 's/^torch_gpt .* ms_per_step=\([0-9.]*\) val_loss=\([0-9.a-z]*\)$/\1 \2/p' "$log"
 }
 
 section_gpt() {
   echo
   echo "== GPT training steps (examples/gpt defaults: 2 layers, 4 heads, 64 wide, block 64, batch 32), $gpt_steps steps a run,"
-  echo "   $runs run(s) of each, interleaved: ms/step (median of the evaluation intervals) and the last val_loss"
+  echo "   $runs run(s) of each (run i: seed i), interleaved: ms/step (median of the evaluation intervals) and the last val_loss"
   local with_torch=0
   have_torch && with_torch=1 || echo "  (PyTorch is not importable by $PY: ampgrad only)"
   ((with_torch)) && echo "  (PyTorch $( ((torch_tuned)) && echo "with OMP_WAIT_POLICY=PASSIVE" || echo "as installed"); its CPU autocast has bf16 only)"
@@ -284,7 +287,7 @@ section_gpt() {
     printf '  run %d:' "$i"
     for k in "${kinds[@]}"; do
       local r
-      r=$("${k%%:*}_gpt" "${k#*:}" "$i")
+      r=$("${k%%:*}_gpt" "${k#*:}" "$i")  # "ms loss"
       ms[$k]+="${r% *} "
       loss[$k]+="${r#* } "
       printf '  %s %s %s ms' "${k%%:*}" "${k#*:}" "${r% *}"

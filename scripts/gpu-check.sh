@@ -4,7 +4,8 @@
 # tests the first failing suite again under compute-sanitizer with the caching allocator off
 # (memcheck.log); the speed of one training step of a 4 x 4096 MLP at batch 2048 in each
 # precision, beside PyTorch's when torch is installed; MNIST on CUDA in float32, float16 +
-# GradScaler and bfloat16; the memory example on CUDA (memory.txt).
+# GradScaler and bfloat16; the memory example on CUDA (memory.txt); the character GPT on CUDA
+# under fp16 + GradScaler (gpt.txt).
 # Prints each stage's wall time; a failing stage is reported and the later ones still run. The
 # whole run has a budget (GPU_CHECK_BUDGET_S, 450 s: the device tool stops a command at 600 s)
 # and every stage after configure a time limit within it (exit 124 in the table), so a kernel
@@ -108,6 +109,18 @@ memory() {  # the memory example on the GPU: held and peak bytes through the cac
   return "${PIPESTATUS[0]}"
 }
 
+gpt() {  # the character GPT under fp16 + GradScaler, on this README: a text every checkout has
+  timeout -k 10 "$(limit 60)" "$build/examples/gpt" --device cuda --amp fp16 --text README.md --steps 300 --eval-every 100 \
+    --sample 200 | tee "$log/gpt.txt"
+  local rc=${PIPESTATUS[0]}
+  ((rc == 0)) || return "$rc"
+  # it must have learnt: the last val_loss a number, and below the first evaluation's
+  awk '/^step/ { v = $6; if (first == "") first = v }
+       END { ok = v ~ /^[0-9]+\.[0-9]+$/ && first ~ /^[0-9]+\.[0-9]+$/ && v + 0 < first + 0
+             if (!ok) print "gpt: val_loss went from " first " to " v ": no learning on the GPU"
+             exit !ok }' "$log/gpt.txt"
+}
+
 bench_ampgrad() {
   if [ ! -x "$build/bench/gpu_step" ]; then
     echo "bench/gpu_step was not built"
@@ -142,7 +155,7 @@ step_table() {
 }
 
 mkdir -p "$log"
-for f in stages.txt ctest.log memcheck.log ampgrad.txt torch.txt mnist.log memory.txt; do : >"$log/$f"; done
+for f in stages.txt ctest.log memcheck.log ampgrad.txt torch.txt mnist.log memory.txt gpt.txt; do : >"$log/$f"; done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 { g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1; } || true
 deps=() generator=()
@@ -166,6 +179,7 @@ if ((built)); then
   timed "mnist cuda fp16 + scaler" mnist fp16
   timed "mnist cuda bf16" mnist bf16
   timed "memory example cuda" memory
+  timed "gpt cuda fp16 + scaler" gpt
 fi
 
 echo

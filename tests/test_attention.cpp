@@ -1,7 +1,8 @@
 // test_attention.cpp — scaled_dot_product_attention (nn/attention.h) against closed forms: the
 // softmax of two scores is e^a / (e^a + e^b), so small cases are worked by hand; equal scores
 // weigh the values equally, so the output is their mean (the running mean under a causal mask).
-// Gradients by central differences; float16 scores that would overflow unscaled stay finite.
+// Gradients by central differences; float16 scores that would overflow unscaled stay finite; a
+// query with every key masked gets zeros, as in PyTorch, not NaN.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -34,6 +35,14 @@ DEVICE_TEST_CASE("attention by hand: two queries, two keys, one feature") {
   y = vec(F::scaled_dot_product_attention(q4, k4, v));
   CHECK(y[0] == doctest::Approx((10 * e + 20) / (e + 1)).epsilon(1e-12));
   CHECK(y[1] == doctest::Approx((10 * e2 + 20) / (e2 + 1)).epsilon(1e-12));
+  // causal with fewer queries than keys is top-left aligned, as PyTorch's: query i sees keys 0..i
+  Tensor k3 = from_vector<double>({1, 0, 5}, {3, 1}).to(dev), v3 = from_vector<double>({10, 20, 1000}, {3, 1}).to(dev);
+  y = vec(F::scaled_dot_product_attention(q, k3, v3, {.is_causal = true, .scale = 1.0}));
+  CHECK(y[0] == 10);
+  CHECK(y[1] == doctest::Approx((10 * e2 + 20) / (e2 + 1)).epsilon(1e-12));  // key 2 (score 10) unseen
+  // a negative scale flips the scores' sign: query 0's become (−1, 0)
+  y = vec(F::scaled_dot_product_attention(q, k, v, {.scale = -1.0}));
+  CHECK(y[0] == doctest::Approx((10 + 20 * e) / (1 + e)).epsilon(1e-12));
   // a bool mask that hides key 0 from query 1, and the same as an additive float mask
   Tensor hide = from_vector<bool>({true, true, false, true}, {2, 2}).to(dev);
   Tensor add = from_vector<double>({0, 0, -INFINITY, 0}, {2, 2}).to(dev);
@@ -42,6 +51,32 @@ DEVICE_TEST_CASE("attention by hand: two queries, two keys, one feature") {
     CHECK(y[0] == doctest::Approx((10 * e + 20) / (e + 1)).epsilon(1e-12));
     CHECK(y[1] == 20);
   }
+}
+
+DEVICE_TEST_CASE("a query a mask hides every key from gets zero output and passes no NaN back") {
+  // query 1 sees no key: its output is 0 (PyTorch's _safe_softmax), and the gradients of q, k
+  // and v stay finite; the other queries are untouched
+  Tensor q = from_vector<double>({1, 2, 3}, {3, 1}).to(dev).requires_grad_(), k = from_vector<double>({1, 0}, {2, 1}).to(dev).requires_grad_();
+  Tensor v = from_vector<double>({10, 20}, {2, 1}).to(dev).requires_grad_();
+  Tensor hide = from_vector<bool>({true, true, false, false, true, false}, {3, 2}).to(dev);
+  Tensor add = from_vector<double>({0, 0, -INFINITY, -INFINITY, 0, -INFINITY}, {3, 2}).to(dev);
+  const double e = std::exp(1.0);
+  for (const Tensor& mask : {hide, add}) {
+    Tensor y = F::scaled_dot_product_attention(q, k, v, {.attn_mask = mask, .scale = 1.0});
+    std::vector<double> out = vec(y);
+    CHECK(out[0] == doctest::Approx((10 * e + 20) / (e + 1)).epsilon(1e-12));
+    CHECK(out[1] == 0);
+    CHECK(out[2] == 10);  // query 2 sees key 0 alone
+    y.sum().backward();
+    for (const Tensor& t : {q, k, v})
+      for (double g : vec(t.grad())) CHECK(std::isfinite(g));
+    CHECK(vec(q.grad())[1] == 0);
+    for (Tensor t : {q, k, v}) t.set_grad(Tensor());
+  }
+  manual_seed(22);
+  CHECK(gradcheck([&](In i) { return F::scaled_dot_product_attention(i[0], i[1], i[2], {.attn_mask = hide}); },
+                  {randn({3, 4}, kFloat64).to(dev).requires_grad_(), randn({2, 4}, kFloat64).to(dev).requires_grad_(),
+                   randn({2, 3}, kFloat64).to(dev).requires_grad_()}));
 }
 
 DEVICE_TEST_CASE("attention with equal scores averages the values; causal, a running mean") {
@@ -90,6 +125,10 @@ TEST_CASE("attention names what is wrong with its arguments") {
   CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, zeros({2, 2})); }).find("v [2, 2]") != std::string::npos);
   CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, v, {.attn_mask = zeros({2, 3}), .is_causal = true}); })
         == "scaled_dot_product_attention: give attn_mask or is_causal, not both");
-  CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, v, {.dropout_p = 1}); })
-        == "scaled_dot_product_attention: dropout_p must be in [0, 1), got 1");
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, v, {.dropout_p = 1.5}); })
+        == "scaled_dot_product_attention: dropout_p must be in [0, 1], got 1.5");
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, v.to(kFloat64)); })
+        == "scaled_dot_product_attention: q, k and v must share a dtype, got float32, float32, float64");
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, v, {.attn_mask = zeros({2, 3}, kInt64)}); })
+        == "scaled_dot_product_attention: attn_mask must be bool or floating, got int64");
 }

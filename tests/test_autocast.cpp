@@ -36,6 +36,7 @@ DEVICE_TEST_CASE("output dtype of each policy category, float16 and bfloat16") {
     CHECK(where(gt(x, scalar_like(0, x)).narrow(1, 0, 3), y, x.narrow(1, 0, 3)).dtype() == kFloat32);  // promote
     CHECK(cat({y, x.narrow(1, 0, 3)}).dtype() == kFloat32);
     CHECK(linear(x.to(kFloat64), w.to(kFloat64)).dtype() == kFloat64);  // float64 is never cast
+    CHECK(embedding(target, w).dtype() == kFloat32);                 // a lookup keeps its table's dtype
   }
   CHECK_FALSE(amp::is_enabled(dev.type));
   CHECK(linear(x, w, b).dtype() == kFloat32);

@@ -301,6 +301,15 @@ TEST_CASE("default init: PyTorch's bounds, draw order and reproducibility") {
   CHECK(max_abs(vec(nn::init::xavier_uniform_(empty({30, 20})))) <= std::sqrt(6.0 / 50));
   CHECK(nn::init::fan_in_and_fan_out(empty({16, 3, 5, 5})) == std::pair<int64_t, int64_t>{75, 400});
   close(vec(nn::init::ones_(fc.bias)), std::vector<double>(300, 1.0));  // works on a parameter (no grad mode clash)
+
+  // normal_(mean 3, std 0.02) on a parameter, 120000 draws: the mean's standard error is
+  // 0.02/√n = 6e-5 and the std's relative one 1/√(2n) = 0.2%, so 3e-4 and 1% are several of each
+  std::vector<double> n = vec(nn::init::normal_(fc.weight, 3.0, 0.02));
+  double m = 0, sq = 0;
+  for (double v : n) m += v / double(n.size());
+  for (double v : n) sq += (v - m) * (v - m) / double(n.size());
+  CHECK(std::abs(m - 3) < 3e-4);
+  CHECK(std::sqrt(sq) == doctest::Approx(0.02).epsilon(0.01));
 }
 
 TEST_CASE("Dropout: masks in train mode, identity in eval mode, seeded by a Generator") {

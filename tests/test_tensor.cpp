@@ -376,7 +376,7 @@ TEST_CASE("CPU kernels split between threads give each element's one-thread valu
   // parallel_for hands each of 3 threads a third of the elements (rows, columns): a third of a
   // strided walk starts mid-row, so its odometer must start there. Each result is checked
   // against the element's value computed here, and bit for bit against the same call on one
-  // thread.
+  // thread (softmax rows too: 301 rows of 500 are split between the threads).
   const int threads = get_num_threads();
   manual_seed(11);
   const int64_t M = 301, K = 517, N = 500;
@@ -386,7 +386,7 @@ TEST_CASE("CPU kernels split between threads give each element's one-thread valu
   auto run_all = [&] {
     NoGradGuard g;
     return std::vector<Tensor>{a * b, a.t().to(kFloat16), base.to(kBFloat16), sum(base, {0}), sum(a, {1}), max(a, 1).first,
-                               max(a, 1).second};
+                               max(a, 1).second, softmax(a, 1), log_softmax(base.to(kBFloat16), 1)};
   };
   set_num_threads(3);
   const std::vector<Tensor> split = run_all();
@@ -400,6 +400,7 @@ TEST_CASE("CPU kernels split between threads give each element's one-thread valu
   std::vector<bfloat16> wide = to_vector<bfloat16>(split[2]);
   std::vector<float> col = to_vector<float>(split[3]), row = to_vector<float>(split[4]), mx = to_vector<float>(split[5]);
   std::vector<int64_t> arg = to_vector<int64_t>(split[6]);
+  std::vector<float> soft = to_vector<float>(split[7]);
   for (int64_t i = 0; i < M * K; ++i) REQUIRE(bits(wide[i]) == bits(bfloat16(av[i])));
   std::vector<double> col_sum(K, 0.0);  // contiguous, summed over dim 0: whole rows accumulate
   for (int64_t i = 0; i < M * K; ++i) col_sum[i % K] += av[i];
@@ -417,6 +418,9 @@ TEST_CASE("CPU kernels split between threads give each element's one-thread valu
     REQUIRE(row[i] == float(row_sum));  // float32 sums accumulate in double, in order
     REQUIRE(arg[i] == best);
     REQUIRE(mx[i] == av[i * K + 3 + best]);
+    float exp_sum = 0;  // softmax: float32 exps of x − max, summed in order, each divided by the sum
+    for (int64_t j = 0; j < N; ++j) exp_sum += std::exp(av[i * K + 3 + j] - mx[i]);
+    for (int64_t j = 0; j < N; ++j) REQUIRE(soft[i * N + j] == std::exp(av[i * K + 3 + j] - mx[i]) / exp_sum);
   }
 }
 

@@ -8,7 +8,7 @@
 namespace gpt {
 using namespace ampgrad;
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& c) : n_head(c.n_head), dropout(c.dropout) {
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c) : n_head(c.n_head), attn_dropout_p(c.dropout) {
   AMPGRAD_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd " << c.n_embd << " is not a multiple of n_head " << c.n_head);
   c_attn = register_module("c_attn", std::make_shared<nn::Linear>(c.n_embd, 3 * c.n_embd));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(c.n_embd, c.n_embd));
@@ -22,7 +22,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
     return qkv.narrow(2, i * C, C).reshape({B, T, n_head, C / n_head}).transpose(1, 2);
   };
   Tensor y = nn::functional::scaled_dot_product_attention(heads(0), heads(1), heads(2),
-                                                          {.dropout_p = is_training() ? dropout : 0.0, .is_causal = true});
+                                                          {.dropout_p = is_training() ? attn_dropout_p : 0.0, .is_causal = true});
   y = y.transpose(1, 2).reshape({B, T, C});  // the heads side by side again
   return resid_dropout->forward(c_proj->forward(y));
 }

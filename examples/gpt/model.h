@@ -32,7 +32,7 @@ class CausalSelfAttention : public nn::Module {
   std::shared_ptr<nn::Linear> c_attn, c_proj;  // q, k, v in one GEMM; the heads' outputs mixed
   std::shared_ptr<nn::Dropout> resid_dropout;
   int64_t n_head;
-  double dropout;
+  double attn_dropout_p;  // on the attention weights, in train mode
 };
 
 class MLP : public nn::Module {

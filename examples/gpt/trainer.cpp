@@ -24,11 +24,11 @@ using Clock = std::chrono::steady_clock;
 
 CharText CharText::from_string(const std::string& text, const std::string& name) {
   CharText t;
+  bool seen[256] = {};
+  for (unsigned char ch : text) seen[ch] = true;
   int64_t id_of[256];
-  std::fill(std::begin(id_of), std::end(id_of), -1);
-  for (unsigned char ch : text) id_of[ch] = 0;
   for (int b = 0; b < 256; ++b)
-    if (id_of[b] == 0) {
+    if (seen[b]) {
       id_of[b] = int64_t(t.vocab.size());
       t.vocab.push_back((unsigned char)b);
     }
@@ -107,8 +107,12 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   const Device device = c.device == "cuda" ? Device::cuda() : Device::cpu();
   AMPGRAD_CHECK(device.is_cpu() || cuda::is_available(), "--device cuda: no CUDA device here (or ampgrad was built without the CUDA backend)");
   set_num_threads(c.threads);
+  // One seed, four streams: the default generator draws the weights and the dropout masks, and
+  // the batches, the evaluation windows and the sample have a stream each, so that none of them
+  // moves another (the same batches with dropout on or off).
   manual_seed(c.seed);
-  Generator batches(c.seed);  // the batches' own stream: the same windows whatever else draws
+  auto stream = [&](uint64_t k) { return Generator(c.seed * 4 + k); };
+  Generator batches = stream(1);
 
   const CharText text = CharText::load(c.text_path);
   const int64_t T = c.model.block_size;
@@ -139,11 +143,11 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     AMPGRAD_CHECK(metrics, "cannot write metrics to " << c.metrics_path);
     metrics << "step,train_loss,val_loss,scale,skipped_steps,ms_per_step\n";
   }
-  // Evaluation, in the training precision, on the same random windows every time (its own seed).
+  // Evaluation, in the training precision, on the same random windows every time.
   auto evaluate = [&](const std::vector<int64_t>& tokens) {
     NoGradGuard no_grad;
     model->eval();
-    Generator g(c.seed + 1);
+    Generator g = stream(2);
     double total = 0;
     for (int64_t i = 0; i < c.eval_batches; ++i) {
       auto [x, y] = get_batch(tokens, c.batch_size, T, g, device);
@@ -187,8 +191,14 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       for (const Tensor& l : losses) result.step_losses.push_back(l.item<float>());
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(losses.size());
       losses.clear();
-      if (profile) profile->print(log), profile.reset();
-      if (trace) trace->print_summary(log), trace.reset();
+      if (profile) {
+        profile->print(log);
+        profile.reset();
+      }
+      if (trace) {
+        trace->print_summary(log);
+        trace.reset();
+      }
       EvalPoint e{step, evaluate(text.train), evaluate(text.val), scaler.get_scale(), skipped.item<int64_t>(), ms};
       result.evals.push_back(e);
       log << "step " << std::setw(5) << step << std::fixed << std::setprecision(4) << "  train_loss " << e.train_loss
@@ -201,7 +211,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     }
   }
   if (c.sample_chars > 0) {
-    Generator g(c.seed);
+    Generator g = stream(3);
     amp::autocast ac(device.type, amp_dtype, use_amp);
     result.sample = text.decode(generate(*model, {text.train[0]}, c.sample_chars, c.temperature, g));
   }

@@ -1,6 +1,7 @@
-// trainer.h — the GPT's training loop on a text file, character by character (nanoGPT's
-// shakespeare_char recipe, shrunk for a CPU): AdamW with a cosine learning rate, gradient
-// clipping, and the same AMP step as the MNIST trainer (autocast forward, scaled backward,
+// trainer.h — the GPT's training loop on a text file, character by character (after nanoGPT's
+// shakespeare_char, shrunk for a CPU and simpler: no warmup, AdamW's default betas and one weight
+// decay for every parameter): a cosine learning rate, gradient clipping, and the same AMP step
+// as the MNIST trainer (autocast forward, scaled backward,
 // scaler step, scaler update). The CLI (main.cpp) fills a TrainConfig; tests call train().
 #pragma once
 #include <iosfwd>
