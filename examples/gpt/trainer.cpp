@@ -7,14 +7,13 @@
 #include <fstream>
 #include <iomanip>
 #include <iterator>
-#include <optional>
 #include <ostream>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "optim/optim.h"
-#include "tensor/profile.h"
 #include "tensor/threads.h"
+#include "trainer_support.h"
 
 namespace gpt {
 using namespace ampgrad;
@@ -100,12 +99,10 @@ std::vector<int64_t> generate(GPT& model, std::vector<int64_t> ids, int64_t n, d
 // ---- training
 
 TrainResult train(const TrainConfig& c, std::ostream& log) {
-  AMPGRAD_CHECK(c.amp == "off" || c.amp == "fp16" || c.amp == "bf16", "--amp must be off, fp16 or bf16, got '" << c.amp << "'");
-  AMPGRAD_CHECK(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda, got '" << c.device << "'");
   AMPGRAD_CHECK(c.steps >= 1 && c.batch_size >= 1 && c.eval_every >= 1 && c.eval_batches >= 1,
                 "--steps, --batch-size, --eval-every and --eval-batches must be >= 1");
-  const Device device = c.device == "cuda" ? Device::cuda() : Device::cpu();
-  AMPGRAD_CHECK(device.is_cpu() || cuda::is_available(), "--device cuda: no CUDA device here (or ampgrad was built without the CUDA backend)");
+  const Device device = examples::training_device(c.device);
+  const examples::AmpSetting precision = examples::amp_setting(c.amp);
   set_num_threads(c.threads);
   // One seed, four streams: the default generator draws the weights and the dropout masks, and
   // the batches, the evaluation windows and the sample have a stream each, so that none of them
@@ -127,8 +124,6 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
                 "--checkpoint must be in [0, " << mc.n_layer << "] (the number of layers), got " << c.checkpoint_segments);
   optim::AdamW opt(model->parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
   optim::CosineAnnealingLR schedule(opt, c.steps, c.lr / 10);
-  const bool use_amp = c.amp != "off";
-  const DType amp_dtype = c.amp == "bf16" ? kBFloat16 : kFloat16;
   amp::GradScaler scaler({.enabled = c.amp == "fp16"});
   int64_t params = 0;
   for (const Tensor& p : model->parameters()) params += p.numel();
@@ -151,7 +146,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     double total = 0;
     for (int64_t i = 0; i < c.eval_batches; ++i) {
       auto [x, y] = get_batch(tokens, c.batch_size, T, g, device);
-      amp::autocast ac(device.type, amp_dtype, use_amp);
+      amp::autocast ac(device.type, precision.dtype, precision.enabled);
       total += lm_loss(model->forward(x), y).item<double>();
     }
     model->train();
@@ -162,10 +157,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   result.model = model;
   Tensor skipped = zeros({}, TensorOptions().device(device));  // summed where found_inf lives
   std::vector<Tensor> losses;  // read once per evaluation: a read per step would wait for the GPU
-  std::optional<amp::Trace> trace;  // both over the first evaluation interval
-  std::optional<Profile> profile;
-  if (c.amp_trace) trace.emplace();
-  if (c.profile) profile.emplace(device.is_cuda());
+  examples::Instruments first_interval(c.amp_trace, c.profile, device);  // --amp-trace, --profile
   auto t0 = Clock::now();
   for (int64_t step = 1; step <= c.steps; ++step) {
     auto [x, y] = get_batch(text.train, c.batch_size, T, batches, device);
@@ -174,7 +166,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     //    layer norms) in float32, as the policy table says
     Tensor loss;
     {
-      amp::autocast ac(device.type, amp_dtype, use_amp);
+      amp::autocast ac(device.type, precision.dtype, precision.enabled);
       loss = lm_loss(model->forward(x, c.checkpoint_segments), y);
     }
     // 2. scaled backward; 3. unscale, clip, step unless inf/NaN, update the scale
@@ -191,14 +183,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       for (const Tensor& l : losses) result.step_losses.push_back(l.item<float>());
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(losses.size());
       losses.clear();
-      if (profile) {
-        profile->print(log);
-        profile.reset();
-      }
-      if (trace) {
-        trace->print_summary(log);
-        trace.reset();
-      }
+      first_interval.report(log);
       EvalPoint e{step, evaluate(text.train), evaluate(text.val), scaler.get_scale(), skipped.item<int64_t>(), ms};
       result.evals.push_back(e);
       log << "step " << std::setw(5) << step << std::fixed << std::setprecision(4) << "  train_loss " << e.train_loss
@@ -212,7 +197,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   }
   if (c.sample_chars > 0) {
     Generator g = stream(3);
-    amp::autocast ac(device.type, amp_dtype, use_amp);
+    amp::autocast ac(device.type, precision.dtype, precision.enabled);
     result.sample = text.decode(generate(*model, {text.train[0]}, c.sample_chars, c.temperature, g));
   }
   return result;

@@ -17,8 +17,8 @@
 #include "mnist/models.h"
 #include "optim/optim.h"
 #include "tensor/memory_stats.h"
-#include "tensor/profile.h"
 #include "tensor/threads.h"
+#include "trainer_support.h"
 
 namespace mnist {
 using namespace ampgrad;
@@ -119,11 +119,9 @@ static void progress_bar(std::ostream& log, int64_t done, int64_t total, double 
 }
 
 TrainResult train(const TrainConfig& c, std::ostream& log) {
-  AMPGRAD_CHECK(c.amp == "off" || c.amp == "fp16" || c.amp == "bf16", "--amp must be off, fp16 or bf16, got '" << c.amp << "'");
   AMPGRAD_CHECK(c.accum_steps >= 1, "--accum-steps must be >= 1");
-  AMPGRAD_CHECK(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda, got '" << c.device << "'");
-  const Device device = c.device == "cuda" ? Device::cuda() : Device::cpu();
-  AMPGRAD_CHECK(device.is_cpu() || cuda::is_available(), "--device cuda: no CUDA device here (or ampgrad was built without the CUDA backend)");
+  const Device device = examples::training_device(c.device);
+  const examples::AmpSetting precision = examples::amp_setting(c.amp);
   set_num_threads(c.threads);
   manual_seed(c.seed);
 
@@ -143,8 +141,6 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     return c.checkpoint_segments ? nn::checkpoint_sequential(*model, c.checkpoint_segments, x) : model->forward(x);
   };
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters());
-  const bool use_amp = c.amp != "off";
-  const DType amp_dtype = c.amp == "bf16" ? kBFloat16 : kFloat16;
   const bool use_scaler = c.scaler == "on" || (c.scaler == "auto" && c.amp == "fp16");
   amp::GradScaler scaler({.enabled = use_scaler, .record_history = !c.scale_history_path.empty()});
 
@@ -169,11 +165,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   result.model = model;
   double train_seconds = 0;
   int64_t train_samples = 0;
-  std::optional<amp::Trace> trace;
-  std::optional<Profile> profile;
+  examples::Instruments first_epoch(c.amp_trace, c.profile, device);  // --amp-trace, --profile
   for (int epoch = start_epoch; epoch < c.epochs; ++epoch) {
-    if (c.amp_trace && epoch == start_epoch) trace.emplace();
-    if (c.profile && epoch == start_epoch) profile.emplace(device.is_cuda());
     model->train();
     reset_peak_memory_stats(device);
     const int64_t held_before = memory_stats(device).allocated_bytes;
@@ -188,7 +181,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       // 1. forward under autocast: GEMMs in 16 bits, the loss in float32 (the policy table)
       Tensor loss;
       {
-        amp::autocast ac(device.type, amp_dtype, use_amp);
+        amp::autocast ac(device.type, precision.dtype, precision.enabled);
         loss = nn::functional::cross_entropy(forward(x), y);
       }
       // 2. scaled backward; gradients of micro-batches add up in .grad, each weighted so that the
@@ -217,14 +210,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     if (c.progress) log << "\r" << std::string(80, ' ') << "\r";
     train_seconds += seconds;
     train_samples += seen;
-    if (profile) {
-      profile->print(log);
-      profile.reset();
-    }
-    if (trace) {
-      trace->print_summary(log);
-      trace.reset();
-    }
+    first_epoch.report(log);
 
     // evaluation, in the same precision as training
     model->eval();
@@ -232,7 +218,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     int64_t correct = 0;
     {
       NoGradGuard no_grad;
-      amp::autocast ac(device.type, amp_dtype, use_amp);
+      amp::autocast ac(device.type, precision.dtype, precision.enabled);
       for (auto [x_host, y_host] : test_loader) {
         const Tensor x = x_host.to(device), y = y_host.to(device);
         Tensor logits = model->forward(x);
