@@ -21,8 +21,9 @@ static Tensor gemm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = autocast(Op::matmul, a_in, b_in);
+// matmul after autocast: each case of ranks as a GEMM, calling itself (not matmul, which would
+// consult autocast, and show in its trace, a second time) for the 1-D cases.
+static Tensor matmul_cast(const Tensor& a0, const Tensor& b0) {
   check_same_device("matmul", a0, b0);
   auto bad = [&] { return "matmul: cannot multiply shapes " + shape_str(a0.shape()) + " and " + shape_str(b0.shape()); };
   const int64_t da = a0.dim(), db = b0.dim();
@@ -30,8 +31,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   DType t = promote_types(a0.dtype(), b0.dtype());
   Tensor a = autograd::cast(a0, t), b = autograd::cast(b0, t);
   if (da == 1 && db == 1) return gemm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
-  if (da == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
-  if (db == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
+  if (da == 1) return matmul_cast(a.unsqueeze(0), b).squeeze(-2);
+  if (db == 1) return matmul_cast(a, b.unsqueeze(1)).squeeze(-1);
   if (da == 2 && db == 2) return gemm(a, b);
   Shape out_shape(a.shape().begin(), a.shape().end() - 1);
   if (db == 2) {  // (..., M, K) @ (K, N): the batch dims fold into M, one GEMM
@@ -52,20 +53,13 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   return gemm(batched(a), batched(b)).reshape(out_shape);
 }
 
-// y = x Wᵀ + b.   x (N, Din), weight (Dout, Din), bias (Dout) -> y (N, Dout)
-Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  auto [x, w, b] = autocast(Op::linear, x_in, w_in, b_in);
-  AMPGRAD_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1),
-                "linear: input of shape " << shape_str(x.shape()) << " does not match weight of shape " << shape_str(w.shape()));
-  AMPGRAD_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == w.dtype()),
-                "linear: input, weight and bias dtypes differ (" << dtype_name(x.dtype()) << ", " << dtype_name(w.dtype())
-                                                                 << (b.defined() ? std::string(", ") + dtype_name(b.dtype()) : "") << ")");
-  AMPGRAD_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "linear: bias of shape " << shape_str(b.shape()) << " does not match weight " << shape_str(w.shape()));
-  if (x.dim() != 2) {  // (..., Din): fold leading dims into N
-    Shape out_shape = x.shape();
-    out_shape.back() = w.size(0);
-    return linear(x.reshape({-1, x.size(-1)}), w, b).reshape(out_shape);
-  }
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = autocast(Op::matmul, a_in, b_in);
+  return matmul_cast(a, b);
+}
+
+// y = x Wᵀ + b for checked, cast operands: x (N, Din), weight (Dout, Din), bias (Dout) -> y (N, Dout)
+static Tensor linear_2d(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor wt = w.as_strided({w.size(1), w.size(0)}, {w.stride(1), w.stride(0)}, w.storage_offset());  // Wᵀ, a view
   Tensor out = kernels::bmm(x, wt);
   if (b.defined()) kernels::axpy_(out, b, 1.0);  // bias broadcast over rows, in place
@@ -75,6 +69,21 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
                  need[2] ? kernels::sum(g, {0}, false) : Tensor());  // db = Σ_n G (Dout)
   });
   return out;
+}
+
+// x (..., Din): the leading dims fold into N
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  auto [x, w, b] = autocast(Op::linear, x_in, w_in, b_in);
+  AMPGRAD_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1),
+                "linear: input of shape " << shape_str(x.shape()) << " does not match weight of shape " << shape_str(w.shape()));
+  AMPGRAD_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == w.dtype()),
+                "linear: input, weight and bias dtypes differ (" << dtype_name(x.dtype()) << ", " << dtype_name(w.dtype())
+                                                                 << (b.defined() ? std::string(", ") + dtype_name(b.dtype()) : "") << ")");
+  AMPGRAD_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "linear: bias of shape " << shape_str(b.shape()) << " does not match weight " << shape_str(w.shape()));
+  if (x.dim() == 2) return linear_2d(x, w, b);
+  Shape out_shape = x.shape();
+  out_shape.back() = w.size(0);
+  return linear_2d(x.reshape({-1, x.size(-1)}), w, b).reshape(out_shape);
 }
 
 }  // namespace ampgrad

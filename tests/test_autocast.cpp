@@ -180,6 +180,23 @@ DEVICE_TEST_CASE("every op of the library consults the policy table") {
   CHECK(os.str().find("lower_precision") != std::string::npos);
 }
 
+TEST_CASE("a linear or matmul of any rank consults the table once, so its trace counts it once") {
+  amp::Trace trace;
+  amp::autocast ac(DeviceType::CPU, kFloat16);
+  (void)linear(ones({2, 3, 4}), ones({5, 4}), ones({5}));  // (B, T, Din): folded into one GEMM
+  (void)matmul(ones({4}), ones({4, 3}));                    // 1-D cases: unsqueezed into a GEMM
+  (void)matmul(ones({2, 4}), ones({4}));
+  int64_t linears = 0, matmuls = 0, casts = 0;
+  for (const auto& e : trace.events()) {
+    linears += e.op == amp::Op::linear;
+    matmuls += e.op == amp::Op::matmul;
+    casts += e.casts;
+  }
+  CHECK(linears == 1);
+  CHECK(matmuls == 2);
+  CHECK(casts == 3 + 2 + 2);  // every float32 operand cast to float16 once
+}
+
 DEVICE_TEST_CASE("two micro-batches in one autocast region: both backwards reach the weight") {
   // The cached cast of w serves both forwards, so its node must survive the first backward.
   Tensor w = full({2, 3}, 0.5).to(dev).requires_grad_();
