@@ -23,7 +23,7 @@ static Tensor gemm(const Tensor& a, const Tensor& b) {
 
 // matmul after autocast: each case of ranks as a GEMM, calling itself (not matmul, which would
 // consult autocast, and show in its trace, a second time) for the 1-D cases.
-static Tensor matmul_cast(const Tensor& a0, const Tensor& b0) {
+static Tensor matmul_after_autocast(const Tensor& a0, const Tensor& b0) {
   check_same_device("matmul", a0, b0);
   auto bad = [&] { return "matmul: cannot multiply shapes " + shape_str(a0.shape()) + " and " + shape_str(b0.shape()); };
   const int64_t da = a0.dim(), db = b0.dim();
@@ -31,8 +31,8 @@ static Tensor matmul_cast(const Tensor& a0, const Tensor& b0) {
   DType t = promote_types(a0.dtype(), b0.dtype());
   Tensor a = autograd::cast(a0, t), b = autograd::cast(b0, t);
   if (da == 1 && db == 1) return gemm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
-  if (da == 1) return matmul_cast(a.unsqueeze(0), b).squeeze(-2);
-  if (db == 1) return matmul_cast(a, b.unsqueeze(1)).squeeze(-1);
+  if (da == 1) return matmul_after_autocast(a.unsqueeze(0), b).squeeze(-2);
+  if (db == 1) return matmul_after_autocast(a, b.unsqueeze(1)).squeeze(-1);
   if (da == 2 && db == 2) return gemm(a, b);
   Shape out_shape(a.shape().begin(), a.shape().end() - 1);
   if (db == 2) {  // (..., M, K) @ (K, N): the batch dims fold into M, one GEMM
@@ -55,7 +55,7 @@ static Tensor matmul_cast(const Tensor& a0, const Tensor& b0) {
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = autocast(Op::matmul, a_in, b_in);
-  return matmul_cast(a, b);
+  return matmul_after_autocast(a, b);
 }
 
 // y = x Wᵀ + b for checked, cast operands: x (N, Din), weight (Dout, Din), bias (Dout) -> y (N, Dout)

@@ -14,7 +14,7 @@
 namespace ampgrad::nn::functional {
 
 struct AttentionOptions {
-  Tensor attn_mask = {};          // (L, S), broadcast: bool (true = may attend) or floating (added to the scores)
+  Tensor attn_mask = {};          // (L, S), broadcast: bool (true = may attend), or float32 or q's dtype (added)
   double dropout_p = 0.0;         // on the attention weights; pass 0 in eval, as in PyTorch
   bool is_causal = false;         // query i attends to keys 0..i
   std::optional<double> scale = {};  // default 1/√E

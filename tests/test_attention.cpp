@@ -9,6 +9,7 @@
 
 #include "autograd/gradcheck.h"
 #include "devices.h"
+#include "amp/autocast.h"
 #include "nn/attention.h"
 #include "test_util.h"
 
@@ -73,6 +74,18 @@ DEVICE_TEST_CASE("a query a mask hides every key from gets zero output and passe
     CHECK(vec(q.grad())[1] == 0);
     for (Tensor t : {q, k, v}) t.set_grad(Tensor());
   }
+  // heads: one (L, S) mask for scores (B, H, L, S), the hidden query zero in every head; a
+  // float32 mask beside float16 q, k, v leaves the output float16
+  Tensor qh = randn({2, 3, 3, 4}).to(dev).to(kFloat16), kh = randn({2, 3, 2, 4}).to(dev).to(kFloat16);
+  Tensor vh = randn({2, 3, 2, 5}).to(dev).to(kFloat16);
+  for (const Tensor& mask : {hide, add.to(kFloat32)}) {
+    Tensor y = F::scaled_dot_product_attention(qh, kh, vh, {.attn_mask = mask});
+    CHECK(y.dtype() == kFloat16);
+    std::vector<double> out = vec(y);
+    for (int64_t bh = 0; bh < 6; ++bh)
+      for (int64_t c = 0; c < 5; ++c) CHECK(out[size_t((bh * 3 + 1) * 5 + c)] == 0);  // query 1 of each (b, h)
+    for (double x : out) CHECK(std::isfinite(x));
+  }
   manual_seed(22);
   CHECK(gradcheck([&](In i) { return F::scaled_dot_product_attention(i[0], i[1], i[2], {.attn_mask = hide}); },
                   {randn({3, 4}, kFloat64).to(dev).requires_grad_(), randn({2, 4}, kFloat64).to(dev).requires_grad_(),
@@ -130,5 +143,12 @@ TEST_CASE("attention names what is wrong with its arguments") {
   CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, v.to(kFloat64)); })
         == "scaled_dot_product_attention: q, k and v must share a dtype, got float32, float32, float64");
   CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, v, {.attn_mask = zeros({2, 3}, kInt64)}); })
-        == "scaled_dot_product_attention: attn_mask must be bool or floating, got int64");
+        == "scaled_dot_product_attention: attn_mask must be bool, float32 or q's dtype (float32), got int64");
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q, k, v, {.attn_mask = zeros({2, 3}, kFloat64)}); })
+        .find("got float64") != std::string::npos);
+  {  // under autocast the GEMMs cast q, k and v to one dtype, so mixed ones are fine
+    amp::autocast ac(DeviceType::CPU, kBFloat16);
+    CHECK(F::scaled_dot_product_attention(q, k, v.to(kFloat64)).dtype() == kFloat64);  // float64 is never cast
+    CHECK(F::scaled_dot_product_attention(q, k.to(kFloat16), v).dtype() == kBFloat16);
+  }
 }

@@ -24,7 +24,7 @@ Tensor softmax_lastdim(const Tensor& x_in, bool log) {
       for (int64_t r = begin; r < end; ++r) {
         A mx = -INFINITY;
         for (int64_t j = 0; j < C; ++j) { row[j] = A(p[r * C + j]); mx = std::max(mx, row[j]); }
-        if (std::isinf(mx) && mx < 0) mx = 0;  // an all -inf row: keep exp(-inf - 0) = 0, not NaN
+        if (std::isinf(mx) && mx < 0) mx = 0;  // an all -inf row: exp(-inf - 0) = 0, and the row 0/0 = NaN, as PyTorch's
         A s = 0;
         if (log) {
           for (int64_t j = 0; j < C; ++j) s += std::exp(row[j] - mx);
