@@ -1,6 +1,6 @@
 // nn_ops.cpp — softmax family, losses, convolution, pooling, layer norm, dropout, embedding.
-// Softmax + cross-entropy is fused by hand (its gradient is simply softmax − one-hot, weighed);
-// layer norm and mse are composed from the library's own ops, so their backward comes free.
+// Softmax + cross-entropy and layer norm are fused by hand (the first's gradient is simply
+// softmax − one-hot, weighed); mse is composed from the library's own ops, so its backward comes free.
 // Letters: N batch, C classes or channels, H W image, k kernel.
 #include <cmath>
 
@@ -201,6 +201,12 @@ Tensor max_pool2d(const Tensor& x_in, int64_t k, std::optional<int64_t> stride) 
 }
 
 // y = (x − mean) / √(var + eps) · weight + bias, statistics over the trailing dims
+// Normalises each row of the trailing dims to mean 0 and variance 1, then scales and shifts it:
+// y = (x − mean) · rstd · w + b, rstd = 1/√(var + eps). One fused kernel each way, as llm.c's
+// layernorm_forward / layernorm_backward: the forward keeps x and each row's mean and rstd, and
+// the backward rebuilds x̂ = (x − mean) · rstd from them. A float16/bfloat16 x is normalised in
+// float32 and rounded once, as PyTorch's kernel does (in float16 the square of 600 is inf).
+//   x (..., *normalized_shape), weight and bias (normalized_shape) -> y like x
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& w_in, const Tensor& b_in, double eps) {
   auto [x, w, b] = autocast(Op::layer_norm, x_in, w_in, b_in);
   const int64_t k = (int64_t)normalized_shape.size();
@@ -208,18 +214,25 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
                 "layer_norm: normalized_shape " << shape_str(normalized_shape) << " does not match the trailing dims of input " << shape_str(x.shape()));
   for (const Tensor* p : {&w, &b})
     AMPGRAD_CHECK(!p->defined() || p->shape() == normalized_shape, "layer_norm: weight/bias of shape " << shape_str(p->shape()) << " must be " << shape_str(normalized_shape));
-  Shape dims;
-  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-  // A float16/bfloat16 x is normalised in float32 and rounded once, as PyTorch's kernel does:
-  // in float16 the square of 600 is already inf.
-  const DType wide = is_half(x.dtype()) ? kFloat32 : x.dtype();
-  Tensor xw = to(x, wide);
-  Tensor mu = mean(xw, dims, true);
-  Tensor xc = xw - mu;
-  Tensor y = xc / sqrt(mean(xc * xc, dims, true) + eps);  // biased variance, as PyTorch
-  if (w.defined()) y = y * to(w, wide);
-  if (b.defined()) y = y + to(b, wide);
-  return to(y, x.dtype());
+  const int64_t D = numel_of(normalized_shape);
+  AMPGRAD_CHECK(D > 0, "layer_norm: normalized_shape " << shape_str(normalized_shape) << " has no elements");
+  require_floating("layer_norm", x.dtype());
+  // The kernel reads weight and bias in the math dtype; the casts are ops, so their gradients
+  // come back in the parameters' own dtypes.
+  const DType math = is_half(x.dtype()) ? kFloat32 : x.dtype();
+  const Tensor wm = w.defined() ? to(w.reshape({D}), math) : w, bm = b.defined() ? to(b.reshape({D}), math) : b;
+  const Tensor rows = x.reshape({-1, D});  // (R, D)
+  auto [y, mean, rstd] = kernels::layer_norm(rows, wm, bm, eps);
+  record("layer_norm", y, {rows, wm, bm}, [x = Saved(rows), mean, rstd, w = save_if(rows.requires_grad(), wm)](const Tensor& g, const Needs& need) {
+    // x̂ and g in the math dtype, for the parameters' gradients (summed over the rows)
+    auto x_hat = [&] {
+      return kernels::binary(kernels::Binary::mul, kernels::binary(kernels::Binary::sub, widened(x.get()), mean.unsqueeze(1)), rstd.unsqueeze(1));
+    };
+    return grads(need[0] ? kernels::layer_norm_backward(g, x, mean, rstd, w) : Tensor(),
+                 need[1] ? kernels::sum(kernels::binary(kernels::Binary::mul, widened(g), x_hat()), {0}, false) : Tensor(),  // dw = Σ_rows g x̂
+                 need[2] ? kernels::sum(widened(g), {0}, false) : Tensor());                                                  // db = Σ_rows g
+  });
+  return y.reshape(x.shape());
 }
 
 // Zeroes each element with probability p and scales survivors by 1/(1−p) (train mode only).

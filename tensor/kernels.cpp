@@ -195,6 +195,32 @@ Tensor softmax_lastdim(const Tensor& x, bool log) {
   return DISPATCH(op, softmax_lastdim(x, log), &x);
 }
 
+// Layer norm's rows: x (R, D) floating; weight and bias (D) in x's math dtype; the backward's
+// g like x, and mean and rstd (R) as the forward made them. The backends may assume all of it.
+static void check_layer_norm_params(const Tensor& x, const Tensor& w, const Tensor& b) {
+  AMPGRAD_CHECK(x.dim() == 2, "layer_norm: expected rows (R, D), got shape " << shape_str(x.shape()));
+  require_floating("layer_norm", x.dtype());
+  const DType math = is_half(x.dtype()) ? kFloat32 : x.dtype();
+  for (const Tensor* p : {&w, &b})
+    AMPGRAD_CHECK(!p->defined() || (p->shape() == Shape{x.size(1)} && p->dtype() == math),
+                  "layer_norm: weight/bias must be (" << x.size(1) << ") " << dtype_name(math) << " for a " << dtype_name(x.dtype())
+                                                      << " input, got " << shape_str(p->shape()) << " " << dtype_name(p->dtype()));
+}
+std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
+  check_layer_norm_params(x, w, b);
+  return DISPATCH("layer_norm", layer_norm(x, w, b, eps), &x, &w, &b);
+}
+Tensor layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
+  check_layer_norm_params(x, w, {});
+  const DType math = is_half(x.dtype()) ? kFloat32 : x.dtype();
+  AMPGRAD_CHECK(g.shape() == x.shape() && g.dtype() == x.dtype(), "layer_norm_backward: gradient " << shape_str(g.shape()) << " "
+                    << dtype_name(g.dtype()) << " does not match input " << shape_str(x.shape()) << " " << dtype_name(x.dtype()));
+  for (const Tensor* t : {&mean, &rstd})
+    AMPGRAD_CHECK(t->shape() == Shape{x.size(0)} && t->dtype() == math && t->is_contiguous(),
+                  "layer_norm_backward: mean and rstd must be contiguous (" << x.size(0) << ") " << dtype_name(math));
+  return DISPATCH("layer_norm_backward", layer_norm_backward(g, x, mean, rstd, w), &g, &x, &mean, &rstd, &w);
+}
+
 // The image primitives take (N, C, H, W) tensors and a window that fits them at least once
 // (stride >= 1, padding >= 0); the backends may assume both.
 static void check_conv(const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {

@@ -9,6 +9,7 @@
 // on store. Shape letters: B batch, M/N/K matrix dims, N C H W images, R reduced length.
 #pragma once
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "tensor/op_enum.h"

@@ -251,7 +251,7 @@ TEST_CASE("checkpoint: a tensor kept from inside the region, or a rerun that ret
         "checkpointed function must compute the same from the same inputs");
 }
 
-TEST_CASE("what a forward keeps for backward: ReLU its output, dropout a bool mask, a frozen layer nothing of its input") {
+TEST_CASE("what a forward keeps for backward: ReLU its output, dropout a bool mask, layer norm its input and row statistics, a frozen layer nothing of its input") {
   // Each count is what the graph holds above what lived before, the result included. Every
   // size is a multiple of the allocator's 64 bytes: the counts are exact.
   manual_seed(8);
@@ -267,6 +267,9 @@ TEST_CASE("what a forward keeps for backward: ReLU its output, dropout a bool ma
   CHECK(held_by([&] { return fc2.forward(relu(fc1.forward(x))); }) == hidden + result);
   // dropout keeps its bool mask, a byte an element, and nothing of its input
   CHECK(held_by([&] { return dropout(fc1.forward(x), 0.5, true); }) == hidden / 4 + hidden);  // the mask, the result
+  // layer norm keeps its input and each row's mean and 1/std, two float32s a row
+  nn::LayerNorm ln(Shape{256});
+  CHECK(held_by([&] { return ln.forward(fc1.forward(x)); }) == hidden + 2 * 64 * 4 + hidden);  // input, statistics, result
   // a frozen layer keeps nothing of its input, which only its weight's gradient would read
   for (Tensor p : fc2.parameters()) p.requires_grad_(false);
   CHECK(held_by([&] { return fc2.forward(fc1.forward(x)); }) == result);

@@ -265,6 +265,8 @@ DEVICE_TEST_CASE("layer_norm and dropout") {
   close(vec(layer_norm(x, {4})), {-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s});
   manual_seed(7);
   CHECK(gradcheck([&](In i) { return layer_norm(i[0], {3}, i[1], i[2]); }, {r(dev, {2, 3}), r(dev, {3}), r(dev, {3})}));
+  CHECK(gradcheck([&](In i) { return layer_norm(i[0].transpose(0, 2), {3, 4}, i[1]); }, {r(dev, {4, 3, 5}), r(dev, {3, 4})}));  // strided x, weight only
+  CHECK_THROWS_WITH_AS(layer_norm(zeros({2, 0}, kFloat64).to(dev), {0}), doctest::Contains("layer_norm: normalized_shape [0] has no elements"), Error);
   Generator g(1);
   Tensor d = dropout(ones({1000}, kFloat64).to(dev), 0.25, true, &g);
   int zeros_n = 0;

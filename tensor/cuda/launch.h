@@ -62,6 +62,13 @@ void launch_scatter_add(DType dtype, const void* src, const int64_t* index, void
 // ---- softmax.cu: x and out contiguous (rows, C) ----
 void launch_softmax_rows(DType dtype, const void* x, void* out, int64_t rows, int64_t C, bool log);
 
+// ---- layer_norm.cu: x, y, g, dx contiguous (R, D); weight and bias (D, may be null) and mean and
+// rstd (R) in the math type (float32 for half x) ----
+void launch_layer_norm(DType dtype, const void* x, const void* w, const void* b, void* y, void* mean, void* rstd, int64_t R, int64_t D,
+                       double eps);
+void launch_layer_norm_backward(DType dtype, const void* g, const void* x, const void* mean, const void* rstd, const void* w, void* dx,
+                                int64_t R, int64_t D);
+
 // ---- image.cu: contiguous (N, C, H, W) images, (N*Ho*Wo, C*kh*kw) columns ----
 struct ImageGeometry {
   int64_t N, C, H, W, Ho, Wo, kh, kw, stride, pad;
