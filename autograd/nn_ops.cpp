@@ -200,7 +200,6 @@ Tensor max_pool2d(const Tensor& x_in, int64_t k, std::optional<int64_t> stride) 
   return out;
 }
 
-// y = (x − mean) / √(var + eps) · weight + bias, statistics over the trailing dims
 // Normalises each row of the trailing dims to mean 0 and variance 1, then scales and shifts it:
 // y = (x − mean) · rstd · w + b, rstd = 1/√(var + eps). One fused kernel each way, as llm.c's
 // layernorm_forward / layernorm_backward: the forward keeps x and each row's mean and rstd, and
