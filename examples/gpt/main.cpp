@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.add_option("--text", c.text_path, "any text file; its bytes are the tokens")->capture_default_str();
   app.add_option("--steps", c.steps)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch-size", c.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--accum-steps", c.accum_steps, "micro-batches of --batch-size per optimizer step")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--block-size", c.model.block_size, "context length")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--layers", c.model.n_layer)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--heads", c.model.n_head)->check(CLI::PositiveNumber)->capture_default_str();

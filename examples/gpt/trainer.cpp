@@ -99,8 +99,8 @@ std::vector<int64_t> generate(GPT& model, std::vector<int64_t> ids, int64_t n, d
 // ---- training
 
 TrainResult train(const TrainConfig& c, std::ostream& log) {
-  AMPGRAD_CHECK(c.steps >= 1 && c.batch_size >= 1 && c.eval_every >= 1 && c.eval_batches >= 1,
-                "--steps, --batch-size, --eval-every and --eval-batches must be >= 1");
+  AMPGRAD_CHECK(c.steps >= 1 && c.batch_size >= 1 && c.accum_steps >= 1 && c.eval_every >= 1 && c.eval_batches >= 1,
+                "--steps, --batch-size, --accum-steps, --eval-every and --eval-batches must be >= 1");
   const Device device = examples::training_device(c.device);
   const examples::AmpSetting precision = examples::amp_setting(c.amp);
   set_num_threads(c.threads);
@@ -129,7 +129,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   for (const Tensor& p : model->parameters()) params += p.numel();
   log << "gpt: " << c.text_path << " (" << text.train.size() << " train / " << text.val.size() << " val bytes, vocab "
       << mc.vocab_size << ")  layers=" << mc.n_layer << " heads=" << mc.n_head << " embd=" << mc.n_embd << " block=" << T
-      << " params=" << params << "  batch=" << c.batch_size << " lr=" << c.lr << " amp=" << c.amp << " device=" << device.str()
+      << " params=" << params << "  batch=" << c.batch_size << (c.accum_steps > 1 ? " x " + std::to_string(c.accum_steps) : "") << " lr=" << c.lr << " amp=" << c.amp << " device=" << device.str()
       << " threads=" << get_num_threads() << "\n";
 
   std::ofstream metrics;
@@ -160,17 +160,22 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   examples::Instruments first_interval(c.amp_trace, c.profile, device);  // --amp-trace, --profile
   auto t0 = Clock::now();
   for (int64_t step = 1; step <= c.steps; ++step) {
-    auto [x, y] = get_batch(text.train, c.batch_size, T, batches, device);
     opt.zero_grad();
-    // 1. forward under autocast: the GEMMs in 16 bits, the loss (and on CUDA the softmax and
-    //    layer norms) in float32, as the policy table says
-    Tensor loss;
-    {
-      amp::autocast ac(device.type, precision.dtype, precision.enabled);
-      loss = lm_loss(model->forward(x, c.checkpoint_segments), y);
+    Tensor loss = zeros({}, TensorOptions().device(device));  // the step's: the micro-batches' mean
+    for (int64_t micro = 0; micro < c.accum_steps; ++micro) {
+      auto [x, y] = get_batch(text.train, c.batch_size, T, batches, device);
+      // 1. forward under autocast: the GEMMs in 16 bits, the loss (and on CUDA the softmax and
+      //    layer norms) in float32, as the policy table says
+      Tensor micro_loss;
+      {
+        amp::autocast ac(device.type, precision.dtype, precision.enabled);
+        micro_loss = lm_loss(model->forward(x, c.checkpoint_segments), y) / double(c.accum_steps);
+      }
+      // 2. scaled backward: the micro-batches' gradients add up in .grad, to their mean's
+      scaler.scale(micro_loss).backward();
+      loss = loss + micro_loss.detach();
     }
-    // 2. scaled backward; 3. unscale, clip, step unless inf/NaN, update the scale
-    scaler.scale(loss).backward();
+    // 3. once per step: unscale, clip, step unless inf/NaN, update the scale
     scaler.unscale_(opt);
     optim::clip_grad_norm_(opt.params(), c.clip_grad);
     amp::StepResult stepped = scaler.step(opt);

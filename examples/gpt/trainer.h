@@ -28,6 +28,7 @@ struct TrainConfig {
   GPTConfig model;                  // vocab_size comes from the text
   int64_t steps = 2000;
   int64_t batch_size = 32;
+  int64_t accum_steps = 1;          // micro-batches of batch_size per optimizer step
   double lr = 2e-3;                 // decays to lr/10 along a cosine over the steps
   double weight_decay = 0.01;       // AdamW's default
   double clip_grad = 1.0;
