@@ -182,7 +182,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     if (stepped.found_inf().defined()) skipped = skipped + stepped.found_inf();
     scaler.update();
     schedule.step();
-    losses.push_back(loss.detach());
+    losses.push_back(loss);  // already detached: a sum of detached micro-batch losses
 
     if (step % c.eval_every == 0 || step == c.steps) {
       for (const Tensor& l : losses) result.step_losses.push_back(l.item<float>());
