@@ -3,7 +3,8 @@
 
 The same character-level GPT (GPT-2's layout and initialisation, attention written out as
 PyTorch's math path: q and k scaled by sqrt(scale) each, causal mask, softmax, times v), on the
-same text with the same recipe (AdamW, cosine to lr/10, gradient clipping, batches of random
+same text with the same recipe (AdamW with weight decay on the matrices only, a linear warmup then
+a cosine to lr/10, gradient clipping, batches of random
 windows; scripts/bench.sh passes both programs every setting) and the same report: per
 evaluation, the loss on fixed random batches of each split and the training steps' mean time.
 With the same initial weights and batches, the two libraries' losses agree to 1e-6 for 500
@@ -78,7 +79,8 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--embd", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--warmup-steps", type=int, default=100)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--clip-grad", type=float, default=1.0)
     ap.add_argument("--amp", choices=["off", "bf16"], default="off")
     ap.add_argument("--threads", type=int, default=2)
@@ -100,8 +102,16 @@ def main():
         return torch.stack([tokens[s:s + T] for s in starts]), torch.stack([tokens[s + 1:s + T + 1] for s in starts])
 
     model = GPT(len(vocab), T, layers, heads, C)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=a.weight_decay)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, a.steps, lr / 10)
+    params = list(model.parameters())
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": a.weight_decay},
+                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}], lr=lr)
+    W = a.warmup_steps
+
+    def factor(done):
+        if done < W:
+            return (done + 1) / W
+        return 0.1 + 0.9 * (1 + math.cos(math.pi * (done - W) / max(a.steps - W, 1))) / 2
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     amp = dict(device_type="cpu", dtype=torch.bfloat16, enabled=a.amp == "bf16")
 
     def evaluate(tokens):

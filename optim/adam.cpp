@@ -12,39 +12,49 @@ static void check_options(const AdamOptions& o) {
   AMPGRAD_CHECK(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1, "Adam: betas must be in [0, 1), got (" << b1 << ", " << b2 << ")");
 }
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(params), o.lr, decoupled ? "AdamW" : "Adam"), options_(o), decoupled_(decoupled) {
-  check_options(o);
+Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups, bool decoupled)
+    : Optimizer(groups, decoupled ? "AdamW" : "Adam"), decoupled_(decoupled) {
+  for (const ParamGroup<AdamOptions>& g : groups) {
+    check_options(g.options);
+    options_.push_back(g.options);
+  }
 }
 
-std::map<std::string, double> Adam::options_state() const {
-  const AdamOptions& o = options_;
+std::vector<ParamGroup<AdamOptions>> AdamW::as_adam(const std::vector<ParamGroup<AdamWOptions>>& groups) {
+  std::vector<ParamGroup<AdamOptions>> out;
+  for (const auto& [params, o] : groups) out.push_back({params, {o.lr, o.betas, o.eps, o.weight_decay}});
+  return out;
+}
+
+std::map<std::string, double> Adam::options_state(size_t group) const {
+  const AdamOptions& o = options_[group];
   return {{"beta1", o.betas.first}, {"beta2", o.betas.second}, {"eps", o.eps}, {"weight_decay", o.weight_decay}};
 }
 
-void Adam::load_options(const std::map<std::string, double>& m) {
-  AdamOptions o = options_;
+void Adam::load_options(size_t group, const std::map<std::string, double>& m) {
+  AdamOptions o = options_[group];
   o.betas = {m.at("beta1"), m.at("beta2")};
   o.eps = m.at("eps");
   o.weight_decay = m.at("weight_decay");
   check_options(o);
-  options_ = o;
+  options_[group] = o;
 }
 
-AdamHyperparams Adam::hyperparams() const {
-  return {lr(), options_.betas.first, options_.betas.second, options_.eps, options_.weight_decay, decoupled_};
+AdamHyperparams Adam::hyperparams(size_t group) const {
+  const AdamOptions& o = options_[group];
+  return {lr(group), o.betas.first, o.betas.second, o.eps, o.weight_decay, decoupled_};
 }
 
-void Adam::update_cpu(float* p, const float* g, int64_t n, int64_t step, ParamState& st) {
-  const AdamScalars s = adam_scalars(hyperparams(), step);
+void Adam::update_cpu(size_t group, float* p, const float* g, int64_t n, int64_t step, ParamState& st) {
+  const AdamScalars s = adam_scalars(hyperparams(group), step);
   float* m = st.buffers.at("exp_avg").data_ptr<float>();
   float* v = st.buffers.at("exp_avg_sq").data_ptr<float>();
   for (int64_t i = 0; i < n; ++i) adam_update(p[i], g[i], m[i], v[i], s);
 }
 
 #ifdef AMPGRAD_WITH_CUDA
-void Adam::update_cuda(const std::vector<FusedParam>& params, const float* found_inf) {
-  cuda::fused_adam_(params, hyperparams(), found_inf);
+void Adam::update_cuda(size_t group, const std::vector<FusedParam>& params, const float* found_inf) {
+  cuda::fused_adam_(params, hyperparams(group), found_inf);
 }
 #endif
 

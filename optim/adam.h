@@ -3,6 +3,7 @@
 // from the adaptive scaling. The rule: adam_update in update.h.
 //
 //   optim::AdamW opt(model->parameters(), {.lr = 3e-4});     // weight_decay 0.01 by default
+//   optim::AdamW opt({{matrices, {.lr = 3e-4, .weight_decay = 0.1}}, {vectors, {.lr = 3e-4, .weight_decay = 0}}});
 #pragma once
 #include <utility>
 
@@ -23,29 +24,34 @@ using AdamWOptions = AdamOptionsFor<true>;
 
 class Adam : public Optimizer {
  public:
-  explicit Adam(std::vector<Tensor> params, AdamOptions options = {}) : Adam(std::move(params), options, false) {}
-  const AdamOptions& options() const { return options_; }  // options_.lr is the initial rate; lr() the live one
+  explicit Adam(std::vector<ParamGroup<AdamOptions>> groups) : Adam(std::move(groups), false) {}
+  explicit Adam(std::vector<Tensor> params, AdamOptions options = {}) : Adam({{std::move(params), options}}) {}
+  // A group's options; their lr is the initial rate, lr(group) the live one.
+  const AdamOptions& options(size_t group = 0) const { return options_.at(group); }
 
  protected:
-  Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);
-  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
-  std::map<std::string, double> options_state() const override;
-  void load_options(const std::map<std::string, double>& options) override;
-  void update_cpu(float* param, const float* grad, int64_t n, int64_t step, ParamState& state) override;
+  Adam(std::vector<ParamGroup<AdamOptions>> groups, bool decoupled_weight_decay);
+  std::vector<std::string> buffer_names(size_t) const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::map<std::string, double> options_state(size_t group) const override;
+  void load_options(size_t group, const std::map<std::string, double>& options) override;
+  void update_cpu(size_t group, float* param, const float* grad, int64_t n, int64_t step, ParamState& state) override;
 #ifdef AMPGRAD_WITH_CUDA
-  void update_cuda(const std::vector<FusedParam>& params, const float* found_inf) override;
+  void update_cuda(size_t group, const std::vector<FusedParam>& params, const float* found_inf) override;
 #endif
 
  private:
-  AdamHyperparams hyperparams() const;  // the options and the live lr
-  AdamOptions options_;
+  AdamHyperparams hyperparams(size_t group) const;  // a group's options and live lr
+  std::vector<AdamOptions> options_;                // one per group
   bool decoupled_;
 };
 
 class AdamW : public Adam {
  public:
-  explicit AdamW(std::vector<Tensor> params, AdamWOptions o = {})
-      : Adam(std::move(params), AdamOptions{o.lr, o.betas, o.eps, o.weight_decay}, true) {}
+  explicit AdamW(const std::vector<ParamGroup<AdamWOptions>>& groups) : Adam(as_adam(groups), true) {}
+  explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {}) : AdamW({{std::move(params), options}}) {}
+
+ private:
+  static std::vector<ParamGroup<AdamOptions>> as_adam(const std::vector<ParamGroup<AdamWOptions>>& groups);
 };
 
 }  // namespace ampgrad::optim

@@ -1,17 +1,21 @@
-// lr_scheduler.h — learning-rate schedules over epochs, PyTorch's closed forms: the rate for
-// epoch e is a function of e and the optimizer's initial rate, set on each step().
+// lr_scheduler.h — learning-rate schedules, PyTorch's closed forms: on each step() every
+// parameter group's rate becomes a function of the epoch e and that group's initial rate.
 //   StepLR:            lr_e = base · gamma^⌊e / step_size⌋
 //   CosineAnnealingLR: lr_e = eta_min + (base − eta_min) · (1 + cos(π e / T_max)) / 2
+//   LambdaLR:          lr_e = base · factor(e), any schedule (a warmup, say); set for e = 0 at once
 //
 //   optim::StepLR sched(opt, /*step_size=*/10, /*gamma=*/0.5);
 //   for (int epoch = 0; epoch < 30; ++epoch) { train_one_epoch(); sched.step(); }
 //
+// An "epoch" is whatever step() counts: the GPT example steps its scheduler every optimizer step.
 // To resume, save state_dict() beside the optimizer's and load both into fresh objects: the
-// base rate and the epoch count come back (a fresh scheduler alone would take the optimizer's
-// current rate as its base).
+// base rates and the epoch count come back (a fresh scheduler alone would take the optimizer's
+// current rates as its bases).
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "optim/optimizer.h"
 
@@ -19,20 +23,21 @@ namespace ampgrad::optim {
 
 class LRScheduler {
  public:
-  explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), base_lr_(optimizer.lr()) {}
+  explicit LRScheduler(Optimizer& optimizer);
   virtual ~LRScheduler() = default;
-  void step() { optimizer_.set_lr(lr_at(++last_epoch_)); }  // call once per epoch, after training it
-  double get_last_lr() const { return optimizer_.lr(); }
+  void step();  // once per epoch, after training it
+  std::vector<double> get_last_lr() const;  // one per parameter group
   int64_t last_epoch() const { return last_epoch_; }
-  std::map<std::string, double> state_dict() const { return {{"base_lr", base_lr_}, {"last_epoch", double(last_epoch_)}}; }
+  std::map<std::string, double> state_dict() const;  // "base_lrs.<group>" and "last_epoch"
   void load_state_dict(const std::map<std::string, double>& state);
 
  protected:
-  virtual double lr_at(int64_t epoch) const = 0;
-  Optimizer& optimizer_;
-  double base_lr_;
+  virtual double lr_at(double base_lr, int64_t epoch) const = 0;
+  void apply();  // sets every group's rate for last_epoch
 
  private:
+  Optimizer& optimizer_;
+  std::vector<double> base_lrs_;
   int64_t last_epoch_ = 0;
 };
 
@@ -41,7 +46,7 @@ class StepLR : public LRScheduler {
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
 
  protected:
-  double lr_at(int64_t epoch) const override;
+  double lr_at(double base_lr, int64_t epoch) const override;
 
  private:
   int64_t step_size_;
@@ -53,11 +58,24 @@ class CosineAnnealingLR : public LRScheduler {
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0);
 
  protected:
-  double lr_at(int64_t epoch) const override;
+  double lr_at(double base_lr, int64_t epoch) const override;
 
  private:
   int64_t T_max_;
   double eta_min_;
+};
+
+// As torch.optim.lr_scheduler.LambdaLR with one function for every group. Its state is the
+// bases and the epoch, not the function: a resumed run passes the same one again.
+class LambdaLR : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& optimizer, std::function<double(int64_t epoch)> factor);
+
+ protected:
+  double lr_at(double base_lr, int64_t epoch) const override { return base_lr * factor_(epoch); }
+
+ private:
+  std::function<double(int64_t)> factor_;
 };
 
 }  // namespace ampgrad::optim

@@ -1,10 +1,11 @@
-// optimizer.cpp — the base: zero_grad, the bookkeeping of a step (checks, state creation, step
-// counts, the found_inf flag, then the CPU loop or the fused CUDA launch), and the
-// (de)serialisation of per-parameter state.
+// optimizer.cpp — the base: the parameter groups and their lrs, zero_grad, the bookkeeping of a
+// step (checks, state creation, step counts, the found_inf flag, then the CPU loop or a fused
+// CUDA launch per group), and the (de)serialisation of the groups and the per-parameter state.
 #include "optim/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <optional>
 #ifdef AMPGRAD_WITH_CUDA
@@ -13,11 +14,44 @@
 
 namespace ampgrad::optim {
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
-    : params_(std::move(params)), state_(params_.size()), lr_(lr), name_(name) {
-  AMPGRAD_CHECK(!params_.empty(), "Optimizer: got an empty parameter list");
-  for (size_t i = 0; i < params_.size(); ++i)
-    AMPGRAD_CHECK(params_[i].defined() && params_[i].is_leaf(), "Optimizer: parameter " << i << " is undefined or not a leaf tensor");
+void Optimizer::add_group(const std::vector<Tensor>& params, double lr) {
+  params_.insert(params_.end(), params.begin(), params.end());
+  group_begin_.push_back(params_.size());
+  lrs_.push_back(lr);
+  state_.resize(params_.size());
+}
+
+// A parameter listed twice would take two steps each time.
+void Optimizer::check_params() const {
+  AMPGRAD_CHECK(!params_.empty(), name_ << ": got an empty parameter list");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    AMPGRAD_CHECK(params_[i].defined() && params_[i].is_leaf(), name_ << ": parameter " << i << " is undefined or not a leaf tensor");
+    for (size_t j = 0; j < i; ++j)
+      AMPGRAD_CHECK(!params_[i].is_same(params_[j]), name_ << ": parameter " << i << " is parameter " << j << " again; a parameter may appear once, in one group");
+  }
+}
+
+size_t Optimizer::group_of(size_t param) const {
+  return size_t(std::upper_bound(group_begin_.begin(), group_begin_.end(), param) - group_begin_.begin()) - 1;
+}
+
+std::span<const Tensor> Optimizer::param_group(size_t group) const {
+  AMPGRAD_CHECK(group < num_param_groups(), name_ << ": no parameter group " << group << " (it has " << num_param_groups() << ")");
+  return std::span<const Tensor>(params_).subspan(group_begin_[group], group_begin_[group + 1] - group_begin_[group]);
+}
+
+double Optimizer::lr(size_t group) const {
+  AMPGRAD_CHECK(group < num_param_groups(), name_ << ": no parameter group " << group << " (it has " << num_param_groups() << ")");
+  return lrs_[group];
+}
+
+void Optimizer::set_lr(size_t group, double lr) {
+  AMPGRAD_CHECK(group < num_param_groups(), name_ << ": no parameter group " << group << " (it has " << num_param_groups() << ")");
+  lrs_[group] = lr;
+}
+
+void Optimizer::set_lr(double lr) {
+  for (double& l : lrs_) l = lr;
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -70,37 +104,47 @@ void Optimizer::run_step(const Tensor& found_inf) {
   // (On a GPU the kernels may still skip on found_inf; the version moves regardless.)
   for (size_t i : active) params_[i].bump_version();
 
-  const std::vector<std::string> names = buffer_names();
   for (size_t i : active) {
     ParamState& st = state_[i];
     if (st.step.defined()) continue;
     st.step = zeros({}, TensorOptions(kInt64).device(device));
-    for (const std::string& name : names) st.buffers[name] = zeros(params_[i].shape(), TensorOptions(kFloat32).device(device));
+    for (const std::string& name : buffer_names(group_of(i))) st.buffers[name] = zeros(params_[i].shape(), TensorOptions(kFloat32).device(device));
   }
 #ifdef AMPGRAD_WITH_CUDA
-  if (device.is_cuda()) {
-    AMPGRAD_CHECK(names.size() <= std::size(FusedParam{}.buffer), name_ << ": the fused CUDA step carries at most 2 buffers per parameter");
-    std::vector<FusedParam> fused;
-    for (size_t i : active) {
-      ParamState& st = state_[i];
-      FusedParam f{params_[i].data_ptr<float>(), grads[i].data_ptr<float>(), {nullptr, nullptr}, st.step.data_ptr<int64_t>(), params_[i].numel()};
-      for (size_t k = 0; k < names.size(); ++k) f.buffer[k] = st.buffers.at(names[k]).data_ptr<float>();
-      fused.push_back(f);
-    }
+  if (device.is_cuda()) {  // one fused launch per group, since the options differ between them
     cuda::DeviceGuard guard(device.index);
-    return update_cuda(fused, flag_on_device ? found_inf.data_ptr<float>() : nullptr);
+    for (size_t g = 0; g < num_param_groups(); ++g) {
+      const std::vector<std::string> names = buffer_names(g);
+      AMPGRAD_CHECK(names.size() <= std::size(FusedParam{}.buffer), name_ << ": the fused CUDA step carries at most 2 buffers per parameter");
+      std::vector<FusedParam> fused;
+      for (size_t i : active) {
+        if (group_of(i) != g) continue;
+        ParamState& st = state_[i];
+        FusedParam f{params_[i].data_ptr<float>(), grads[i].data_ptr<float>(), {nullptr, nullptr}, st.step.data_ptr<int64_t>(), params_[i].numel()};
+        for (size_t k = 0; k < names.size(); ++k) f.buffer[k] = st.buffers.at(names[k]).data_ptr<float>();
+        fused.push_back(f);
+      }
+      if (!fused.empty()) update_cuda(g, fused, flag_on_device ? found_inf.data_ptr<float>() : nullptr);
+    }
+    return;
   }
 #endif
   for (size_t i : active) {
     ParamState& st = state_[i];
     const int64_t step = ++*st.step.data_ptr<int64_t>();
-    update_cpu(params_[i].data_ptr<float>(), grads[i].data_ptr<float>(), params_[i].numel(), step, st);
+    update_cpu(group_of(i), params_[i].data_ptr<float>(), grads[i].data_ptr<float>(), params_[i].numel(), step, st);
   }
 }
 
+static std::string group_prefix(size_t g) { return "param_groups." + std::to_string(g) + "."; }
+
 OptimizerState Optimizer::state_dict() const {
-  OptimizerState out = {options_state(), {}};
-  out.scalars["lr"] = lr_;
+  OptimizerState out;
+  for (size_t g = 0; g < num_param_groups(); ++g) {
+    for (const auto& [key, value] : options_state(g)) out.scalars[group_prefix(g) + key] = value;
+    out.scalars[group_prefix(g) + "lr"] = lrs_[g];
+    out.scalars[group_prefix(g) + "num_params"] = double(param_group(g).size());
+  }
   for (size_t i = 0; i < state_.size(); ++i) {
     // A host read per parameter on a GPU: fine for a checkpoint. A count of 0 is a state whose
     // first step the GradScaler skipped, the same as no state.
@@ -113,57 +157,91 @@ OptimizerState Optimizer::state_dict() const {
   return out;
 }
 
-// "state.<i>.<field>" -> (i, field), for i a valid parameter index; nullopt otherwise.
-static std::optional<std::pair<size_t, std::string>> parse_state_key(const std::string& key, size_t num_params) {
-  const std::string head = "state.";
+// "<head><i>.<field>" (head "state." or "param_groups.") -> (i, field), for i < count; nullopt otherwise.
+static std::optional<std::pair<size_t, std::string>> parse_indexed_key(const std::string& key, const std::string& head, size_t count) {
   if (key.rfind(head, 0) != 0) return std::nullopt;
   const size_t dot = key.find('.', head.size());
   if (dot == std::string::npos || dot == head.size()) return std::nullopt;
   const std::string index = key.substr(head.size(), dot - head.size());
   if (!std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }) || index.size() > 9) return std::nullopt;
   const size_t i = std::stoul(index);
-  if (i >= num_params) return std::nullopt;
+  if (i >= count) return std::nullopt;
   return std::make_pair(i, key.substr(dot + 1));
 }
 
-void Optimizer::load_state_dict(const OptimizerState& in) {
+// A one-group state from before parameter groups: its "lr" and options had no prefix and its
+// group size went unrecorded.
+static OptimizerState with_group_keys(const OptimizerState& in, size_t num_params) {
+  OptimizerState out = {{}, in.tensors};
+  for (const auto& [key, value] : in.scalars) out.scalars[key.rfind("state.", 0) == 0 ? key : group_prefix(0) + key] = value;
+  out.scalars[group_prefix(0) + "num_params"] = double(num_params);
+  return out;
+}
+
+void Optimizer::load_state_dict(const OptimizerState& given) {
+  const OptimizerState in = num_param_groups() == 1 && given.scalars.count("lr") ? with_group_keys(given, params_.size()) : given;
+  // The groups must match one for one, as in PyTorch: the state numbers the parameters in order.
+  size_t groups_in_state = 0;
+  for (const auto& [key, value] : in.scalars)
+    if (auto parsed = parse_indexed_key(key, "param_groups.", SIZE_MAX); parsed && parsed->second == "num_params") ++groups_in_state;
+  AMPGRAD_CHECK(groups_in_state == num_param_groups(), "Optimizer::load_state_dict: the state has " << groups_in_state
+                                                        << " parameter groups, this optimizer " << num_param_groups());
+  for (size_t g = 0; g < num_param_groups(); ++g) {
+    const std::string key = group_prefix(g) + "num_params";
+    AMPGRAD_CHECK(in.scalars.count(key), "Optimizer::load_state_dict: missing key '" << key << "'");
+    AMPGRAD_CHECK(in.scalars.at(key) == double(param_group(g).size()), "Optimizer::load_state_dict: '" << key << "' is " << in.scalars.at(key)
+                                                                       << ", this optimizer's group " << g << " has " << param_group(g).size()
+                                                                       << " parameters");
+  }
   // The options first: which buffers a state holds may depend on them (SGD's momentum). Should
   // a later check fail, the constructor's come back.
-  const std::map<std::string, double> previous = options_state();
-  std::map<std::string, double> options = previous;
-  for (auto& [key, value] : options) {
-    auto it = in.scalars.find(key);
-    AMPGRAD_CHECK(it != in.scalars.end(), "Optimizer::load_state_dict: missing key '" << key << "'");
-    value = it->second;
-  }
-  load_options(options);
+  std::vector<std::map<std::string, double>> previous;
+  for (size_t g = 0; g < num_param_groups(); ++g) previous.push_back(options_state(g));
   try {
+    for (size_t g = 0; g < num_param_groups(); ++g) {
+      std::map<std::string, double> options = previous[g];
+      for (auto& [name, value] : options) {
+        auto it = in.scalars.find(group_prefix(g) + name);
+        AMPGRAD_CHECK(it != in.scalars.end(), "Optimizer::load_state_dict: missing key '" << group_prefix(g) << name << "'");
+        value = it->second;
+      }
+      load_options(g, options);
+    }
     load_state(in);
   } catch (...) {
-    load_options(previous);
+    for (size_t g = 0; g < num_param_groups(); ++g) load_options(g, previous[g]);
     throw;
   }
 }
 
 void Optimizer::load_state(const OptimizerState& in) {
-  const std::vector<std::string> names = buffer_names();
-  const std::map<std::string, double> options = options_state();
   auto unexpected = [](const std::string& key) { return "Optimizer::load_state_dict: unexpected key '" + key + "'"; };
   std::vector<ParamState> state(params_.size());
   std::vector<int64_t> steps(params_.size(), 0);
+  std::vector<double> lrs(num_param_groups());
 
-  AMPGRAD_CHECK(in.scalars.count("lr"), "Optimizer::load_state_dict: missing key 'lr'");
-  AMPGRAD_CHECK(in.scalars.at("lr") >= 0, "Optimizer::load_state_dict: 'lr' must be >= 0, got " << in.scalars.at("lr"));
+  for (size_t g = 0; g < num_param_groups(); ++g) {
+    const std::string key = group_prefix(g) + "lr";
+    AMPGRAD_CHECK(in.scalars.count(key), "Optimizer::load_state_dict: missing key '" << key << "'");
+    lrs[g] = in.scalars.at(key);
+    AMPGRAD_CHECK(lrs[g] >= 0, "Optimizer::load_state_dict: '" << key << "' must be >= 0, got " << lrs[g]);
+  }
   for (const auto& [key, value] : in.scalars) {
-    if (key == "lr" || options.count(key)) continue;
-    auto parsed = parse_state_key(key, params_.size());
+    if (auto group = parse_indexed_key(key, "param_groups.", num_param_groups())) {
+      const auto& [g, field] = *group;
+      AMPGRAD_CHECK(field == "lr" || field == "num_params" || options_state(g).count(field), unexpected(key));
+      continue;
+    }
+    auto parsed = parse_indexed_key(key, "state.", params_.size());
     AMPGRAD_CHECK(parsed && parsed->second == "step", unexpected(key));
     AMPGRAD_CHECK(value >= 1 && value == std::floor(value), "Optimizer::load_state_dict: '" << key << "' must be a count >= 1, got " << value);
     steps[parsed->first] = int64_t(value);
   }
   for (const auto& [key, t] : in.tensors) {
-    auto parsed = parse_state_key(key, params_.size());
-    AMPGRAD_CHECK(parsed && std::count(names.begin(), names.end(), parsed->second), unexpected(key));
+    auto parsed = parse_indexed_key(key, "state.", params_.size());
+    AMPGRAD_CHECK(parsed, unexpected(key));
+    const std::vector<std::string> names = buffer_names(group_of(parsed->first));
+    AMPGRAD_CHECK(std::count(names.begin(), names.end(), parsed->second), unexpected(key));
     const Tensor& p = params_[parsed->first];
     AMPGRAD_CHECK(t.defined() && t.dtype() == kFloat32 && t.shape() == p.shape(),
                   "Optimizer::load_state_dict: '" << key << "' is " << (t.defined() ? shape_str(t.shape()) + " " + dtype_name(t.dtype()) : "undefined")
@@ -176,12 +254,12 @@ void Optimizer::load_state(const OptimizerState& in) {
   for (size_t i = 0; i < state.size(); ++i) {
     const std::string prefix = "state." + std::to_string(i) + ".";
     AMPGRAD_CHECK(steps[i] > 0 || state[i].buffers.empty(), "Optimizer::load_state_dict: missing key '" << prefix << "step'");
-    for (const std::string& name : names)
+    for (const std::string& name : buffer_names(group_of(i)))
       AMPGRAD_CHECK(steps[i] == 0 || state[i].buffers.count(name), "Optimizer::load_state_dict: missing key '" << prefix << name << "'");
     if (steps[i] > 0) state[i].step = full({}, double(steps[i]), TensorOptions(kInt64).device(params_[i].device()));
   }
   state_ = std::move(state);
-  lr_ = in.scalars.at("lr");
+  lrs_ = lrs;
 }
 
 }  // namespace ampgrad::optim

@@ -1,14 +1,21 @@
-// optimizer.h — Optimizer, the base of SGD, Adam and AdamW: the parameter list, the live
-// learning rate (schedulers set it), zero_grad, per-parameter state and its state_dict, and the
-// bookkeeping of a step on either device. The update rules are in sgd.h and adam.h, their
-// per-element math in update.h, their fused CUDA kernels in fused.cu.
+// optimizer.h — Optimizer, the base of SGD, Adam and AdamW: the parameters in groups, each
+// group's live learning rate (schedulers set it), zero_grad, per-parameter state and its
+// state_dict, and the bookkeeping of a step on either device. The update rules are in sgd.h and
+// adam.h, their per-element math in update.h, their fused CUDA kernels in fused.cu.
 //
 //   optim::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
 //   opt.zero_grad();
 //   loss.backward();
 //   opt.step();
+//
+// Parameter groups (torch::optim::OptimizerParamGroup) give parameters their own options, e.g.
+// weight decay for a transformer's matrices but not for its biases and norms:
+//
+//   optim::AdamW opt({{matrices, {.lr = 1e-3, .weight_decay = 0.1}},
+//                     {vectors, {.lr = 1e-3, .weight_decay = 0}}});
 #pragma once
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,10 +25,18 @@
 
 namespace ampgrad::optim {
 
-// What a checkpoint stores: scalars "lr", the optimizer's other options (as PyTorch's
-// param_groups keep them: "momentum", "beta1", "eps", ...; a flag as 0 or 1) and
-// "state.<i>.step", and tensors "state.<i>.<buffer>" (e.g. "state.3.exp_avg"), i being the
-// parameter's index in params().
+// A group of parameters and the options they share. Every group carries a whole options struct:
+// a field left out takes the library's default, not another group's value.
+template <class Options> struct ParamGroup {
+  std::vector<Tensor> params;
+  Options options;
+};
+
+// What a checkpoint stores, as PyTorch's state_dict lays it out: for each group g the scalars
+// "param_groups.<g>.lr", its other options ("...momentum", "...beta1", "...eps"; a flag as 0 or
+// 1) and "param_groups.<g>.num_params"; per parameter "state.<i>.step" and the tensors
+// "state.<i>.<buffer>" (e.g. "state.3.exp_avg"), i being the parameter's index in params(),
+// which numbers the groups' parameters one after another.
 struct OptimizerState {
   std::map<std::string, double> scalars;
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -38,20 +53,29 @@ class Optimizer {
   void step_if_finite(const Tensor& found_inf);
   // set_to_none: make grads undefined (the next backward allocates them); else zero in place.
   void zero_grad(bool set_to_none = true);
-  const std::vector<Tensor>& params() const { return params_; }
-  double lr() const { return lr_; }
-  void set_lr(double lr) { lr_ = lr; }
+  const std::vector<Tensor>& params() const { return params_; }  // every group's, in order
+  size_t num_param_groups() const { return lrs_.size(); }
+  std::span<const Tensor> param_group(size_t group) const;
+  double lr(size_t group = 0) const;
+  void set_lr(size_t group, double lr);
+  void set_lr(double lr);  // every group's
 
   OptimizerState state_dict() const;  // buffers shared, not copied
-  // Strict, like Module::load_state_dict: an unexpected key, a missing one, an option the
-  // constructor would refuse, or a buffer whose shape or dtype (float32) does not fit its
-  // parameter is an Error naming the key, and the optimizer is left as it was. As in PyTorch,
-  // the loaded options replace the constructor's.
+  // Strict, like Module::load_state_dict: an unexpected key, a missing one, another number of
+  // groups or of parameters in a group, an option the constructor would refuse, or a buffer
+  // whose shape or dtype (float32) does not fit its parameter is an Error naming the key, and
+  // the optimizer is left as it was. As in PyTorch, the loaded options replace the
+  // constructor's. A one-group state saved before groups existed ("lr", "momentum", ... with no
+  // prefix) loads too.
   void load_state_dict(const OptimizerState& state);
 
  protected:
-  // `name` ("SGD", "Adam", ...) prefixes the messages of every check a step makes.
-  Optimizer(std::vector<Tensor> params, double lr, const char* name);
+  // The groups' parameters and initial lrs; the derived optimizer keeps the rest of each group's
+  // options. `name` ("SGD", "Adam", ...) prefixes the messages of every check.
+  template <class Options> Optimizer(const std::vector<ParamGroup<Options>>& groups, const char* name) : name_(name) {
+    for (const ParamGroup<Options>& g : groups) add_group(g.params, g.options.lr);
+    check_params();
+  }
 
   // One parameter's state, created on its first step: the steps it has taken and the buffers
   // its update rule keeps (float32, the parameter's shape), named as in PyTorch. The count is a
@@ -61,31 +85,36 @@ class Optimizer {
     Tensor step;  // undefined until the first step
     std::map<std::string, Tensor> buffers;
   };
-  virtual std::vector<std::string> buffer_names() const = 0;  // at most 2 (FusedParam::buffer)
-  // The options a checkpoint carries beside lr, by name, and their restore from a map holding
-  // every one of those names (checked as the constructor checks them, before any is set).
-  virtual std::map<std::string, double> options_state() const = 0;
-  virtual void load_options(const std::map<std::string, double>& options) = 0;
-
-  // What each optimizer writes: its rule on one parameter's CPU data (n floats) at its step
-  // count `step` (from 1, already counted) ...
-  virtual void update_cpu(float* param, const float* grad, int64_t n, int64_t step, ParamState& state) = 0;
+  // What each optimizer writes, for a group's options: the buffers its parameters keep (at most
+  // 2: FusedParam::buffer) ...
+  virtual std::vector<std::string> buffer_names(size_t group) const = 0;
+  // ... the options a checkpoint carries beside lr, by name, and their restore from a map
+  // holding every one of those names (checked as the constructor checks them, before any is set) ...
+  virtual std::map<std::string, double> options_state(size_t group) const = 0;
+  virtual void load_options(size_t group, const std::map<std::string, double>& options) = 0;
+  // ... its rule on one parameter's CPU data (n floats) at its step count `step` (from 1,
+  // already counted) ...
+  virtual void update_cpu(size_t group, float* param, const float* grad, int64_t n, int64_t step, ParamState& state) = 0;
 #ifdef AMPGRAD_WITH_CUDA
-  // ... and on every parameter at once on the GPU: one fused launch (fused.h), which counts the
-  // steps itself and does nothing when found_inf (a device pointer, or null) is set.
-  virtual void update_cuda(const std::vector<FusedParam>& params, const float* found_inf) = 0;
+  // ... and on a group's parameters at once on the GPU: one fused launch (fused.h), which counts
+  // the steps itself and does nothing when found_inf (a device pointer, or null) is set.
+  virtual void update_cuda(size_t group, const std::vector<FusedParam>& params, const float* found_inf) = 0;
 #endif
-
-  std::vector<Tensor> params_;
-  std::vector<ParamState> state_;  // one per parameter
-  double lr_;
 
  private:
   // step() and step_if_finite(): checks every parameter with a gradient (float32, contiguous,
-  // all on one device), creates missing state, then runs update_cpu or update_cuda.
+  // all on one device), creates missing state, then runs update_cpu or update_cuda per group.
   void run_step(const Tensor& found_inf);
-  // load_state_dict's checks and loading of lr and the per-parameter state, options already set.
+  // load_state_dict's checks and loading of the lrs and the per-parameter state, options already set.
   void load_state(const OptimizerState& state);
+  size_t group_of(size_t param) const;
+  void add_group(const std::vector<Tensor>& params, double lr);
+  void check_params() const;  // some, each a leaf, none twice
+
+  std::vector<Tensor> params_;
+  std::vector<size_t> group_begin_ = {0};  // group g holds params_[group_begin_[g], group_begin_[g + 1])
+  std::vector<double> lrs_;          // the live lr of each group
+  std::vector<ParamState> state_;    // one per parameter
   const char* name_;
 };
 

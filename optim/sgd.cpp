@@ -10,44 +10,49 @@ static void check_options(const SGDOptions& o) {
   AMPGRAD_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: Nesterov momentum requires momentum > 0 and zero dampening");
 }
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), o.lr, "SGD"), options_(o) { check_options(o); }
+SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) : Optimizer(groups, "SGD") {
+  for (const ParamGroup<SGDOptions>& g : groups) {
+    check_options(g.options);
+    options_.push_back(g.options);
+  }
+}
 
-std::map<std::string, double> SGD::options_state() const {
-  const SGDOptions& o = options_;
+std::map<std::string, double> SGD::options_state(size_t group) const {
+  const SGDOptions& o = options_[group];
   return {{"momentum", o.momentum}, {"dampening", o.dampening}, {"weight_decay", o.weight_decay}, {"nesterov", o.nesterov}};
 }
 
-void SGD::load_options(const std::map<std::string, double>& m) {
-  SGDOptions o = options_;
+void SGD::load_options(size_t group, const std::map<std::string, double>& m) {
+  SGDOptions o = options_[group];
   o.momentum = m.at("momentum");
   o.dampening = m.at("dampening");
   o.weight_decay = m.at("weight_decay");
   AMPGRAD_CHECK(m.at("nesterov") == 0 || m.at("nesterov") == 1, "SGD: 'nesterov' must be 0 or 1, got " << m.at("nesterov"));
   o.nesterov = m.at("nesterov") == 1;
   check_options(o);
-  options_ = o;
+  options_[group] = o;
 }
 
 // The momentum buffer exists only when there is momentum, as in PyTorch.
-std::vector<std::string> SGD::buffer_names() const {
-  if (options_.momentum == 0) return {};
+std::vector<std::string> SGD::buffer_names(size_t group) const {
+  if (options_[group].momentum == 0) return {};
   return {"momentum_buffer"};
 }
 
-SGDScalars SGD::scalars(bool first_step) const {
-  const SGDOptions& o = options_;
-  return {float(lr()), float(o.momentum), float(o.dampening), float(o.weight_decay), o.nesterov, first_step};
+SGDScalars SGD::scalars(size_t group, bool first_step) const {
+  const SGDOptions& o = options_[group];
+  return {float(lr(group)), float(o.momentum), float(o.dampening), float(o.weight_decay), o.nesterov, first_step};
 }
 
-void SGD::update_cpu(float* p, const float* g, int64_t n, int64_t step, ParamState& st) {
-  const SGDScalars s = scalars(step == 1);
-  float* buf = options_.momentum == 0 ? nullptr : st.buffers.at("momentum_buffer").data_ptr<float>();
+void SGD::update_cpu(size_t group, float* p, const float* g, int64_t n, int64_t step, ParamState& st) {
+  const SGDScalars s = scalars(group, step == 1);
+  float* buf = options_[group].momentum == 0 ? nullptr : st.buffers.at("momentum_buffer").data_ptr<float>();
   for (int64_t i = 0; i < n; ++i) sgd_update(p[i], g[i], buf ? buf + i : nullptr, s);
 }
 
 #ifdef AMPGRAD_WITH_CUDA
-void SGD::update_cuda(const std::vector<FusedParam>& params, const float* found_inf) {
-  cuda::fused_sgd_(params, scalars(false), found_inf);  // first_step: per parameter, on the device
+void SGD::update_cuda(size_t group, const std::vector<FusedParam>& params, const float* found_inf) {
+  cuda::fused_sgd_(params, scalars(group, false), found_inf);  // first_step: per parameter, on the device
 }
 #endif
 

@@ -257,7 +257,7 @@ section_amp() {
 # the intervals between evaluations). ampgrad's from its metrics CSV, PyTorch's from its last
 # line. Both sides get every setting spelled out, so a changed default cannot part them.
 gpt_settings=(--steps "$gpt_steps" --eval-every 100 --eval-batches 20 --batch-size 32 --block-size 64 --layers 2 --heads 4
-              --embd 64 --lr 2e-3 --weight-decay 0.01 --clip-grad 1.0 --threads "$threads")
+              --embd 64 --lr 2e-3 --warmup-steps 100 --weight-decay 0.1 --clip-grad 1.0 --threads "$threads")
 ampgrad_gpt() {  # amp seed
   local csv="$out/ampgrad-gpt-$1-$2.csv" log="$out/ampgrad-gpt-$1-$2.log"
   build/examples/gpt "${gpt_settings[@]}" --amp "$1" --seed "$2" --sample 0 --metrics "$csv" >"$log" 2>&1 ||

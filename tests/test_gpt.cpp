@@ -30,6 +30,7 @@ static gpt::TrainConfig tiny(const std::string& path) {
   c.steps = 60;
   c.batch_size = 8;
   c.lr = 1e-2;
+  c.warmup_steps = 5;
   c.eval_every = 30;
   c.eval_batches = 2;
   c.threads = 1;
@@ -48,6 +49,39 @@ TEST_CASE("CharText: the distinct bytes in order, a 90/10 split, and decode inve
   CHECK(t.decode(all) == "banana bread!");
   CHECK(error_of([] { gpt::CharText::load("/nonexistent/text"); }).find("cannot read the text /nonexistent/text") == 0);
   CHECK(error_of([] { gpt::CharText::from_string(""); }) == "text: the text is empty");
+}
+
+TEST_CASE("the optimizer's recipe: decay for the matrices only, a warmup, then a cosine to a tenth") {
+  gpt::TrainConfig c;
+  c.steps = 110;
+  c.warmup_steps = 10;
+  gpt::GPT model({.vocab_size = 5, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8});
+  const auto groups = gpt::adamw_groups(model, c);
+  REQUIRE(groups.size() == 2);
+  // Per block 4 matrices (attention's qkv and output projections, the MLP's two) and 8 vectors
+  // (their 4 biases, two LayerNorms' gains and biases); around the blocks the matrices wte, wpe
+  // and lm_head (no bias) and ln_f's 2 vectors: 11 and 18 of the 29 parameters.
+  CHECK(groups[0].params.size() == 11);
+  CHECK(groups[1].params.size() == 18);
+  CHECK(model.parameters().size() == 29);
+  for (const Tensor& p : groups[0].params) CHECK(p.dim() == 2);
+  for (const Tensor& p : groups[1].params) CHECK(p.dim() == 1);
+  CHECK(groups[0].options.weight_decay == c.weight_decay);
+  CHECK(groups[1].options.weight_decay == 0);
+  CHECK(groups[0].options.lr == c.lr);
+  CHECK(groups[1].options.lr == c.lr);
+
+  // warmup: 1/10 ... 10/10; then 0.1 + 0.9·(1 + cos(π·(done − 10)/100))/2: 1 at 10, 0.55
+  // halfway (60), 0.1 at the end (110)
+  CHECK(gpt::lr_factor(c, 0) == doctest::Approx(0.1));
+  CHECK(gpt::lr_factor(c, 4) == doctest::Approx(0.5));
+  CHECK(gpt::lr_factor(c, 9) == doctest::Approx(1.0));
+  CHECK(gpt::lr_factor(c, 10) == doctest::Approx(1.0));
+  CHECK(gpt::lr_factor(c, 60) == doctest::Approx(0.55));
+  CHECK(gpt::lr_factor(c, 110) == doctest::Approx(0.1));
+  c.warmup_steps = 0;  // the plain cosine
+  CHECK(gpt::lr_factor(c, 0) == doctest::Approx(1.0));
+  CHECK(gpt::lr_factor(c, 55) == doctest::Approx(0.55));
 }
 
 DEVICE_TEST_CASE("the GPT learns a periodic text and continues it exactly") {

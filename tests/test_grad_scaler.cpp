@@ -104,6 +104,31 @@ DEVICE_TEST_CASE("a skipped step leaves parameters and optimizer state bit-ident
   CHECK(after.scalars == before_scalars);  // step counts unchanged too
 }
 
+DEVICE_TEST_CASE("every parameter group is unscaled, and an overflow in one skips them all") {
+  Tensor a = param({1}, dev), b = param({1, 1}, dev);
+  optim::SGD opt({{{a}, {.lr = 0.1}}, {{b}, {.lr = 0.01}}});
+  amp::GradScaler s({.init_scale = 1024});
+  auto iterate = [&](bool overflow) {
+    s.scale((a * 2.0).sum() + (b * 3.0).sum()).backward();
+    if (overflow) {
+      NoGradGuard g;
+      b.grad().narrow(0, 1, 1).fill_(NAN);
+    }
+    const bool stepped = s.step(opt);
+    s.update();
+    opt.zero_grad();
+    return stepped;
+  };
+  CHECK_FALSE(iterate(true));
+  CHECK(to_vector<float>(a) == std::vector<float>{1});
+  CHECK(to_vector<float>(b) == std::vector<float>{1, 1});
+  CHECK(s.get_scale() == 512);
+  // Unscaled gradients 2 and 3: a 1 − 0.1·2 = 0.8, b 1 − 0.01·3 = 0.97.
+  CHECK(iterate(false));
+  CHECK(to_vector<float>(a) == std::vector<float>{1 - 0.1f * 2});
+  CHECK(to_vector<float>(b) == std::vector<float>{1 - 0.01f * 3, 1 - 0.01f * 3});
+}
+
 TEST_CASE("the state machine refuses misuse with PyTorch's messages") {
   Tensor p = param({1});
   optim::SGD opt({p}, {.lr = 0.1});

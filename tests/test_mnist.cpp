@@ -99,7 +99,7 @@ TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {
     // the checkpoint carries what the resume needed
     data::SafeTensors ck = data::load_safetensors(dir / "half.safetensors");
     CHECK(ck.metadata.at("epoch") == "1");
-    CHECK(ck.metadata.count("optimizer.lr"));
+    CHECK(ck.metadata.count("optimizer.param_groups.0.lr"));
     CHECK(ck.metadata.count("scaler.scale") == (amp == "fp16" ? 1u : 0u));
     bool has_momentum = false;
     for (auto& [k, t] : ck.tensors) has_momentum |= k.find("momentum_buffer") != std::string::npos;
@@ -179,8 +179,8 @@ TEST_CASE("resuming with other optimizer flags: the checkpoint's values win, and
     c.momentum = 0.5;
   });
   const std::string ck = dir / "small.safetensors";
-  CHECK(log.find("note: " + ck + " sets the optimizer's lr to 0.05 (this run's flags gave 0.5)") != std::string::npos);
-  CHECK(log.find("note: " + ck + " sets the optimizer's momentum to 0.9 (this run's flags gave 0.5)") != std::string::npos);
+  CHECK(log.find("note: " + ck + " sets the optimizer's param_groups.0.lr to 0.05 (this run's flags gave 0.5)") != std::string::npos);
+  CHECK(log.find("note: " + ck + " sets the optimizer's param_groups.0.momentum to 0.9 (this run's flags gave 0.5)") != std::string::npos);
   CHECK(log.find("dampening") == std::string::npos);  // unchanged: not named
 }
 

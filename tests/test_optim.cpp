@@ -1,6 +1,7 @@
 // test_optim.cpp — optim/: the first steps of SGD (plain, momentum, dampening, Nesterov, weight
 // decay), Adam and AdamW against values worked out by hand in the comments; zero_grad; the
-// strict state_dict; clip_grad_norm_ on known gradients; StepLR and cosine lr sequences.
+// strict state_dict; parameter groups, each with its options, in steps and state_dicts;
+// clip_grad_norm_ on known gradients; StepLR, cosine and LambdaLR sequences, per group.
 // Updates run in float32: values are compared to 1e-6 relative, a few float32 ulps. The update
 // rules run on every device (devices.h): on CUDA they are the fused multi-tensor kernels.
 #include <doctest/doctest.h>
@@ -8,6 +9,8 @@
 #include "test_util.h"
 
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "autograd/ops.h"
 #include "devices.h"
@@ -192,11 +195,13 @@ TEST_CASE("optimizer state_dict: round trip, and strict loading") {
   run(a, p, 1);
   run(a, p, 0.5);
   optim::OptimizerState st = a.state_dict();
-  CHECK(st.scalars.at("lr") == 0.1);
-  CHECK(st.scalars.at("beta1") == 0.9);
-  CHECK(st.scalars.at("beta2") == 0.999);
-  CHECK(st.scalars.at("eps") == 1e-8);
-  CHECK(st.scalars.at("weight_decay") == 0);
+  CHECK(st.scalars.at("param_groups.0.lr") == 0.1);
+  CHECK(st.scalars.at("param_groups.0.beta1") == 0.9);
+  CHECK(st.scalars.at("param_groups.0.beta2") == 0.999);
+  CHECK(st.scalars.at("param_groups.0.eps") == 1e-8);
+  CHECK(st.scalars.at("param_groups.0.weight_decay") == 0);
+  CHECK(st.scalars.at("param_groups.0.num_params") == 1);
+  CHECK(st.scalars.size() == 7);
   CHECK(st.scalars.at("state.0.step") == 2);
   REQUIRE(st.tensors.size() == 2);
   CHECK(st.tensors[0].first == "state.0.exp_avg");
@@ -236,19 +241,28 @@ TEST_CASE("optimizer state_dict: round trip, and strict loading") {
   bad.tensors.emplace_back("state.7.exp_avg", zeros({2}));
   expect_error(bad, "unexpected key 'state.7.exp_avg'");
   bad = st;
-  bad.scalars.erase("lr");
-  expect_error(bad, "missing key 'lr'");
+  bad.scalars.erase("param_groups.0.lr");
+  expect_error(bad, "missing key 'param_groups.0.lr'");
   bad = st;
   bad.scalars.erase("state.0.step");
   expect_error(bad, "missing key 'state.0.step'");
   bad = st;
-  bad.scalars.erase("eps");
-  expect_error(bad, "missing key 'eps'");
+  bad.scalars.erase("param_groups.0.eps");
+  expect_error(bad, "missing key 'param_groups.0.eps'");
   bad = st;
-  bad.scalars["lr"] = -1;
-  expect_error(bad, "'lr' must be >= 0, got -1");
+  bad.scalars["param_groups.0.lr"] = -1;
+  expect_error(bad, "'param_groups.0.lr' must be >= 0, got -1");
   bad = st;
-  bad.scalars["beta2"] = 1;
+  bad.scalars["param_groups.0.momentum"] = 0.9;
+  expect_error(bad, "unexpected key 'param_groups.0.momentum'");
+  bad = st;
+  bad.scalars["param_groups.0.num_params"] = 2;
+  expect_error(bad, "'param_groups.0.num_params' is 2, this optimizer's group 0 has 1 parameters");
+  bad = st;
+  bad.scalars["param_groups.1.num_params"] = 1;
+  expect_error(bad, "the state has 2 parameter groups, this optimizer 1");
+  bad = st;
+  bad.scalars["param_groups.0.beta2"] = 1;
   expect_error(bad, "betas must be in [0, 1), got (0.9, 1)");
   // A refused load leaves the optimizer as it was, options included.
   optim::Adam c({q}, {.lr = 0.5, .betas = {0.5, 0.5}});
@@ -264,7 +278,7 @@ TEST_CASE("optimizer state_dict: round trip, and strict loading") {
   run(sgd, p, 1);
   CHECK(sgd.state_dict().tensors.empty());
   CHECK(sgd.state_dict().scalars.at("state.0.step") == 1);
-  CHECK(sgd.state_dict().scalars.at("nesterov") == 0);
+  CHECK(sgd.state_dict().scalars.at("param_groups.0.nesterov") == 0);
 }
 
 TEST_CASE("SGD state_dict carries its options: a loaded momentum brings its buffer") {
@@ -274,9 +288,9 @@ TEST_CASE("SGD state_dict carries its options: a loaded momentum brings its buff
   run(a, p, 1);
   const optim::OptimizerState st = a.state_dict();
   Tensor q = from_vector(to_vector<float>(p), p.shape()).requires_grad_();
-  CHECK(st.scalars.at("momentum") == 0.9);
-  CHECK(st.scalars.at("weight_decay") == 0.01);
-  CHECK(st.scalars.at("nesterov") == 1);
+  CHECK(st.scalars.at("param_groups.0.momentum") == 0.9);
+  CHECK(st.scalars.at("param_groups.0.weight_decay") == 0.01);
+  CHECK(st.scalars.at("param_groups.0.nesterov") == 1);
   // Made without momentum, b expects no buffer until the checkpoint's momentum is in.
   optim::SGD b({q}, {.lr = 0.1});
   b.load_state_dict(st);
@@ -287,12 +301,138 @@ TEST_CASE("SGD state_dict carries its options: a loaded momentum brings its buff
   CHECK(vec(q) == vec(p));
 
   optim::OptimizerState bad = st;
-  bad.scalars["nesterov"] = 0.5;
+  bad.scalars["param_groups.0.nesterov"] = 0.5;
   CHECK(error_of([&] { b.load_state_dict(bad); }).find("'nesterov' must be 0 or 1, got 0.5") != std::string::npos);
   bad = st;
-  bad.scalars["dampening"] = 0.1;
+  bad.scalars["param_groups.0.dampening"] = 0.1;
   CHECK(error_of([&] { b.load_state_dict(bad); }).find("Nesterov momentum requires momentum > 0 and zero dampening") != std::string::npos);
   CHECK(b.options().dampening == 0);
+}
+
+DEVICE_TEST_CASE("parameter groups: each group steps with its own options") {
+  // Group 0: lr 0.1, momentum 0.9 (as the momentum case above: 1 → 0.9 → 0.71).
+  // Group 1: lr 0.01, weight decay 0.5, g' = 1 + 0.5·p: b 1 → 0.985 → 0.970075,
+  // c 2 → 1.98 → 1.9601.
+  Tensor a = param({1}, dev), b = param({1}, dev), c = param({2}, dev);
+  optim::SGD opt({{{a}, {.lr = 0.1, .momentum = 0.9}}, {{b, c}, {.lr = 0.01, .weight_decay = 0.5}}});
+  for (auto [wa, wb, wc] : {std::tuple{0.9, 0.985, 1.98}, {0.71, 0.970075, 1.9601}}) {
+    for (Tensor* t : {&a, &b, &c}) set_grad(*t, {1});
+    opt.step();
+    close(vec(a), {wa});
+    close(vec(b), {wb});
+    close(vec(c), {wc});
+  }
+  // Only group 0 keeps a momentum buffer.
+  const optim::OptimizerState st = opt.state_dict();
+  REQUIRE(st.tensors.size() == 1);
+  CHECK(st.tensors[0].first == "state.0.momentum_buffer");
+  // One group's rate moves alone: b's g' = 1 + 0.5·0.970075 = 1.4850375 at lr 0.1.
+  opt.set_lr(1, 0.1);
+  CHECK(opt.lr(0) == 0.1);
+  for (Tensor* t : {&a, &b, &c}) set_grad(*t, {1});
+  opt.step();
+  close(vec(b), {0.970075 - 0.14850375});
+
+  // AdamW with and without decay, as a transformer's matrices and vectors: 1·0.99 − 0.1 = 0.89
+  // then 0.7811 against the plain sign steps 0.9 then 0.8.
+  Tensor w = param({1}, dev), v = param({1}, dev);
+  optim::AdamW adamw({{{w}, {.lr = 0.1, .weight_decay = 0.1}}, {{v}, {.lr = 0.1, .weight_decay = 0}}});
+  for (auto [ww, wv] : {std::pair{0.89, 0.9}, {0.7811, 0.8}}) {
+    set_grad(w, {1});
+    set_grad(v, {1});
+    adamw.step();
+    close(vec(w), {ww});
+    close(vec(v), {wv});
+  }
+  CHECK(adamw.options(0).weight_decay == 0.1);
+  CHECK(adamw.options(1).weight_decay == 0);
+}
+
+TEST_CASE("parameter groups: views, empty groups and errors") {
+  Tensor a = param({1}), b = param({1}), c = param({1, 2});
+  optim::Adam opt({{{a}, {.lr = 0.1}}, {{b, c}, {.lr = 0.2}}, {{}, {.lr = 0.3}}});
+  CHECK(opt.num_param_groups() == 3);
+  REQUIRE(opt.params().size() == 3);
+  CHECK(opt.params()[2].is_same(c));  // the groups' parameters in order
+  REQUIRE(opt.param_group(1).size() == 2);
+  CHECK(opt.param_group(1)[0].is_same(b));
+  CHECK(opt.param_group(2).empty());
+  CHECK(opt.lr(2) == 0.3);
+  opt.set_lr(0.5);
+  CHECK((opt.lr(0) == 0.5 && opt.lr(1) == 0.5 && opt.lr(2) == 0.5));
+  set_grad(c, {1, -1});
+  opt.step();
+  close(vec(c), {0.5, 2.5});  // Adam's first step is lr·sign(g)
+  CHECK(opt.state_dict().scalars.at("param_groups.2.num_params") == 0);
+  CHECK(opt.state_dict().scalars.count("state.2.step") == 1);
+
+  CHECK(error_of([&] { opt.lr(3); }).find("Adam: no parameter group 3 (it has 3)") != std::string::npos);
+  CHECK(error_of([&] { opt.param_group(3); }).find("no parameter group 3") != std::string::npos);
+  CHECK(error_of([&] { optim::SGD({{{a}, {.lr = 0.1}}, {{b, a}, {.lr = 0.1}}}); }).find("SGD: parameter 2 is parameter 0 again") != std::string::npos);
+  CHECK(error_of([&] { optim::SGD({a, a}); }).find("parameter 1 is parameter 0 again") != std::string::npos);
+  CHECK(error_of([&] { optim::SGD({{{}, {.lr = 0.1}}}); }).find("SGD: got an empty parameter list") != std::string::npos);
+  CHECK(error_of([&] { optim::SGD({{{a}, {.lr = 0.1}}, {{b}, {.lr = -1}}}); }).find("SGD: lr, momentum and weight_decay must be >= 0, got -1") !=
+        std::string::npos);
+  CHECK(error_of([&] { optim::AdamW({{{a}, {}}, {{b}, {.betas = {0.9, 1}}}}); }).find("betas must be in [0, 1), got (0.9, 1)") != std::string::npos);
+}
+
+TEST_CASE("optimizer state_dict with parameter groups, and a state saved before groups existed") {
+  auto run = [](optim::Optimizer& opt, std::vector<Tensor> ps, float g) {
+    for (Tensor& p : ps) set_grad(p, {g, -g});
+    opt.step();
+  };
+  Tensor a = param({1, 2}), b = param({3, 4});
+  optim::AdamW first({{{a}, {.lr = 0.1, .weight_decay = 0.1}}, {{b}, {.lr = 0.05, .betas = {0.8, 0.9}, .weight_decay = 0}}});
+  run(first, {a, b}, 1);
+  run(first, {a, b}, 0.5);
+  const optim::OptimizerState st = first.state_dict();
+  CHECK(st.scalars.at("param_groups.1.lr") == 0.05);
+  CHECK(st.scalars.at("param_groups.1.beta1") == 0.8);
+  CHECK(st.scalars.at("param_groups.0.weight_decay") == 0.1);
+  CHECK(st.scalars.at("param_groups.1.num_params") == 1);
+  CHECK(st.scalars.at("state.1.step") == 2);
+
+  // A fresh two-group optimizer over copies, made with other options, takes the same third step.
+  auto copy = [](const Tensor& t) { return from_vector(to_vector<float>(t), t.shape()).requires_grad_(); };
+  Tensor a2 = copy(a), b2 = copy(b);
+  optim::AdamW second({{{a2}, {.lr = 1}}, {{b2}, {.lr = 1}}});
+  second.load_state_dict(st);
+  CHECK(second.lr(1) == 0.05);
+  CHECK(second.options(1).betas == std::pair<double, double>{0.8, 0.9});
+  CHECK(second.options(0).weight_decay == 0.1);
+  run(first, {a, b}, -2);
+  run(second, {a2, b2}, -2);
+  CHECK(vec(a2) == vec(a));
+  CHECK(vec(b2) == vec(b));
+
+  // The groups must match one for one; a bad option in group 1 leaves group 0's options alone.
+  optim::AdamW one_group({a2, b2}, {.lr = 1});
+  CHECK(error_of([&] { one_group.load_state_dict(st); }).find("the state has 2 parameter groups, this optimizer 1") != std::string::npos);
+  optim::AdamW swapped({{{a2, b2}, {.lr = 1}}, {{}, {.lr = 1}}});
+  CHECK(error_of([&] { swapped.load_state_dict(st); }).find("'param_groups.0.num_params' is 1, this optimizer's group 0 has 2 parameters") !=
+        std::string::npos);
+  optim::OptimizerState bad = st;
+  bad.scalars["param_groups.1.eps"] = -1;
+  optim::AdamW third({{{a2}, {.lr = 1, .eps = 1e-3}}, {{b2}, {.lr = 1}}});
+  CHECK(error_of([&] { third.load_state_dict(bad); }).find("Adam: lr, eps and weight_decay must be >= 0") != std::string::npos);
+  CHECK(third.options(0).eps == 1e-3);
+  CHECK(third.options(0).weight_decay == 0.01);
+  CHECK(third.lr(0) == 1);
+
+  // A one-group state as it was saved before parameter groups: keys without a prefix.
+  Tensor p = param({1, 2});
+  optim::SGD old({p}, {.lr = 0.1, .momentum = 0.9});
+  run(old, {p}, 1);
+  optim::OptimizerState legacy = {{{"lr", 0.1}, {"momentum", 0.9}, {"dampening", 0}, {"weight_decay", 0}, {"nesterov", 0}, {"state.0.step", 1}},
+                                  old.state_dict().tensors};
+  Tensor q = copy(p);
+  optim::SGD resumed({q}, {.lr = 1});
+  resumed.load_state_dict(legacy);
+  CHECK(resumed.lr() == 0.1);
+  CHECK(resumed.options().momentum == 0.9);
+  run(old, {p}, 2);
+  run(resumed, {q}, 2);
+  CHECK(vec(q) == vec(p));
 }
 
 DEVICE_TEST_CASE("clip_grad_norm_: global L2 norm over all grads") {
@@ -335,7 +475,7 @@ TEST_CASE("StepLR and CosineAnnealingLR follow PyTorch's closed forms") {
   optim::SGD opt2({p}, {.lr = 1.1});
   optim::CosineAnnealingLR cosine(opt2, 4, 0.1);
   got = {opt2.lr()};
-  for (int e = 1; e <= 5; ++e) { cosine.step(); got.push_back(cosine.get_last_lr()); }
+  for (int e = 1; e <= 5; ++e) { cosine.step(); got.push_back(cosine.get_last_lr().at(0)); }
   close(got, {1.1, 0.9535533905932737, 0.6, 0.24644660940672622, 0.1, 0.24644660940672622});
 
   // Resumed after 2 epochs into a fresh optimizer (its lr from the checkpoint: 0.6) and a fresh
@@ -350,10 +490,50 @@ TEST_CASE("StepLR and CosineAnnealingLR follow PyTorch's closed forms") {
   optim::CosineAnnealingLR resumed(opt4, 4, 0.1);
   resumed.load_state_dict(first.state_dict());
   got = {opt4.lr()};
-  for (int e = 3; e <= 5; ++e) { resumed.step(); got.push_back(resumed.get_last_lr()); }
+  for (int e = 3; e <= 5; ++e) { resumed.step(); got.push_back(resumed.get_last_lr().at(0)); }
   close(got, {0.6, 0.24644660940672622, 0.1, 0.24644660940672622});
   CHECK(resumed.last_epoch() == 5);
-  CHECK_THROWS_WITH_AS(resumed.load_state_dict({{"base_lr", 1}}), doctest::Contains("missing key 'last_epoch'"), Error);
+  CHECK_THROWS_WITH_AS(resumed.load_state_dict({{"base_lrs.0", 1}}), doctest::Contains("missing key 'last_epoch'"), Error);
+  CHECK_THROWS_WITH_AS(resumed.load_state_dict({{"last_epoch", 1}}), doctest::Contains("missing key 'base_lrs.0'"), Error);
+  CHECK_THROWS_WITH_AS(resumed.load_state_dict({{"last_epoch", 1}, {"base_lrs.0", 1}, {"base_lrs.1", 1}}),
+                       doctest::Contains("unexpected key 'base_lrs.1' (the optimizer has 1 parameter groups)"), Error);
+}
+
+TEST_CASE("schedulers scale each parameter group from its own base rate; LambdaLR warms up") {
+  Tensor a = param({0}), b = param({0});
+  optim::SGD opt({{{a}, {.lr = 1.0}}, {{b}, {.lr = 0.1}}});
+  optim::StepLR step_lr(opt, 2, 0.5);
+  step_lr.step();
+  step_lr.step();
+  close(step_lr.get_last_lr(), {0.5, 0.05});
+  CHECK(step_lr.state_dict() == std::map<std::string, double>{{"base_lrs.0", 1.0}, {"base_lrs.1", 0.1}, {"last_epoch", 2}});
+
+  // A linear warmup over 4 epochs, then constant: lr_e = base · min(1, (e + 1) / 4), epoch 0's
+  // rate set by the constructor.
+  optim::SGD warm({{{a}, {.lr = 1.0}}, {{b}, {.lr = 0.2}}});
+  auto warmup = [](int64_t e) { return std::min(1.0, double(e + 1) / 4); };
+  optim::LambdaLR lambda(warm, warmup);
+  close(lambda.get_last_lr(), {0.25, 0.05});
+  std::vector<double> got;
+  for (int e = 1; e <= 4; ++e) {
+    lambda.step();
+    got.push_back(warm.lr(0));
+  }
+  close(got, {0.5, 0.75, 1, 1});
+  close({warm.lr(1)}, {0.2});
+
+  // Resumed after epoch 1: bases and epoch come back, so epoch 2 is 0.75 and 0.15, not the
+  // factor applied to the rates the fresh optimizer happened to have.
+  optim::SGD before({{{a}, {.lr = 1.0}}, {{b}, {.lr = 0.2}}});
+  optim::LambdaLR first(before, warmup);
+  first.step();
+  optim::SGD after({{{a}, {.lr = 1.0}}, {{b}, {.lr = 0.2}}});
+  after.load_state_dict(before.state_dict());
+  optim::LambdaLR resumed(after, warmup);
+  resumed.load_state_dict(first.state_dict());
+  resumed.step();
+  close(resumed.get_last_lr(), {0.75, 0.15});
+  CHECK_THROWS_WITH_AS(optim::LambdaLR(opt, nullptr), doctest::Contains("LambdaLR: the factor function is empty"), Error);
 }
 
 DEVICE_TEST_CASE("end to end: Linear + mse_loss + SGD fits y = 2x + 1") {

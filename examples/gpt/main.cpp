@@ -18,8 +18,10 @@ int main(int argc, char** argv) {
   app.add_option("--heads", c.model.n_head)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--embd", c.model.n_embd, "width of the residual stream (a multiple of --heads)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--dropout", c.model.dropout)->check(CLI::Range(0.0, 0.99))->capture_default_str();
-  app.add_option("--lr", c.lr, "AdamW's peak rate, decayed to a tenth along a cosine")->capture_default_str();
-  app.add_option("--weight-decay", c.weight_decay)->capture_default_str();
+  app.add_option("--lr", c.lr, "AdamW's peak rate, reached after the warmup and decayed to a tenth along a cosine")->capture_default_str();
+  app.add_option("--warmup-steps", c.warmup_steps, "steps of linear warmup to --lr")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--weight-decay", c.weight_decay, "AdamW's, for the weight matrices and embeddings (none for biases and LayerNorm gains)")
+      ->capture_default_str();
   app.add_option("--clip-grad", c.clip_grad, "max global gradient norm")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--eval-every", c.eval_every)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--eval-batches", c.eval_batches)->check(CLI::PositiveNumber)->capture_default_str();

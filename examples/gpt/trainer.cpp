@@ -98,9 +98,27 @@ std::vector<int64_t> generate(GPT& model, std::vector<int64_t> ids, int64_t n, d
 
 // ---- training
 
+// ---- the optimizer's recipe
+
+// Two parameter groups, as nanoGPT's: weight decay pulls the matrices (the linear layers'
+// weights and the embeddings) toward 0, but not the biases and LayerNorm gains, which only
+// shift and scale.
+std::vector<optim::ParamGroup<optim::AdamWOptions>> adamw_groups(const GPT& model, const TrainConfig& c) {
+  std::vector<Tensor> matrices, vectors;
+  for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? matrices : vectors).push_back(p);
+  return {{matrices, {.lr = c.lr, .weight_decay = c.weight_decay}}, {vectors, {.lr = c.lr, .weight_decay = 0}}};
+}
+
+double lr_factor(const TrainConfig& c, int64_t done) {
+  if (done < c.warmup_steps) return double(done + 1) / double(c.warmup_steps);
+  const double progress = double(done - c.warmup_steps) / double(std::max<int64_t>(c.steps - c.warmup_steps, 1));
+  return 0.1 + 0.9 * (1 + std::cos(M_PI * progress)) / 2;
+}
+
 TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.steps >= 1 && c.batch_size >= 1 && c.accum_steps >= 1 && c.eval_every >= 1 && c.eval_batches >= 1,
                 "--steps, --batch-size, --accum-steps, --eval-every and --eval-batches must be >= 1");
+  AMPGRAD_CHECK(c.warmup_steps >= 0, "--warmup-steps must be >= 0, got " << c.warmup_steps);
   const Device device = examples::training_device(c.device);
   const examples::AmpSetting precision = examples::amp_setting(c.amp);
   set_num_threads(c.threads);
@@ -122,14 +140,14 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   model->to(device);
   AMPGRAD_CHECK(c.checkpoint_segments >= 0 && c.checkpoint_segments <= mc.n_layer,
                 "--checkpoint must be in [0, " << mc.n_layer << "] (the number of layers), got " << c.checkpoint_segments);
-  optim::AdamW opt(model->parameters(), {.lr = c.lr, .weight_decay = c.weight_decay});
-  optim::CosineAnnealingLR schedule(opt, c.steps, c.lr / 10);
+  optim::AdamW opt(adamw_groups(*model, c));
+  optim::LambdaLR schedule(opt, [&](int64_t done) { return lr_factor(c, done); });
   amp::GradScaler scaler({.enabled = c.amp == "fp16"});
   int64_t params = 0;
   for (const Tensor& p : model->parameters()) params += p.numel();
   log << "gpt: " << c.text_path << " (" << text.train.size() << " train / " << text.val.size() << " val bytes, vocab "
       << mc.vocab_size << ")  layers=" << mc.n_layer << " heads=" << mc.n_head << " embd=" << mc.n_embd << " block=" << T
-      << " params=" << params << "  batch=" << c.batch_size << (c.accum_steps > 1 ? " x " + std::to_string(c.accum_steps) : "") << " lr=" << c.lr << " amp=" << c.amp << " device=" << device.str()
+      << " params=" << params << "  batch=" << c.batch_size << (c.accum_steps > 1 ? " x " + std::to_string(c.accum_steps) : "") << " lr=" << c.lr << " warmup=" << c.warmup_steps << " wd=" << c.weight_decay << " amp=" << c.amp << " device=" << device.str()
       << " threads=" << get_num_threads() << "\n";
 
   std::ofstream metrics;

@@ -1,8 +1,8 @@
 // trainer.h — the GPT's training loop on a text file, character by character (after nanoGPT's
-// shakespeare_char, shrunk for a CPU and simpler: no warmup, AdamW's default betas and one weight
-// decay for every parameter): a cosine learning rate, gradient clipping, and the same AMP step
-// as the MNIST trainer (autocast forward, scaled backward,
-// scaler step, scaler update). The CLI (main.cpp) fills a TrainConfig; tests call train().
+// shakespeare_char, shrunk for a CPU, with AdamW's default betas): weight decay for the matrices
+// only, a warmup then a cosine learning rate, gradient clipping, and the same AMP step as the
+// MNIST trainer (autocast forward, scaled backward, scaler step, scaler update). The CLI
+// (main.cpp) fills a TrainConfig; tests call train().
 #pragma once
 #include <iosfwd>
 #include <memory>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpt/model.h"
+#include "optim/adam.h"
 #include "tensor/random.h"
 
 namespace gpt {
@@ -29,8 +30,9 @@ struct TrainConfig {
   int64_t steps = 2000;
   int64_t batch_size = 32;
   int64_t accum_steps = 1;          // micro-batches of batch_size per optimizer step
-  double lr = 2e-3;                 // decays to lr/10 along a cosine over the steps
-  double weight_decay = 0.01;       // AdamW's default
+  double lr = 2e-3;                 // reached after the warmup, then decays to lr/10 along a cosine
+  int64_t warmup_steps = 100;       // the rate climbs linearly to lr over these
+  double weight_decay = 0.1;        // nanoGPT's, for the matrices; none for biases and gains
   double clip_grad = 1.0;
   int64_t eval_every = 100, eval_batches = 20;
   uint64_t seed = 0;
@@ -61,6 +63,13 @@ struct TrainResult {
 };
 
 TrainResult train(const TrainConfig& config, std::ostream& log);
+
+// The recipe's two AdamW groups: the matrices (dim >= 2) with config.weight_decay, the biases and
+// LayerNorm gains with none.
+std::vector<ampgrad::optim::ParamGroup<ampgrad::optim::AdamWOptions>> adamw_groups(const GPT& model, const TrainConfig& config);
+// The rate for the step after `done` steps, as a fraction of config.lr: (done + 1) / warmup_steps
+// during the warmup, then a cosine from 1 to 0.1 at done == steps.
+double lr_factor(const TrainConfig& config, int64_t done);
 
 // Continues `context` by n tokens, each drawn from softmax(logits / temperature) with `gen`
 // (temperature 0: the most likely token).
