@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
+#include <sstream>
 
 #include "tensor/kernels.h"
 
@@ -25,6 +27,30 @@ Generator& default_generator() {
   static Generator g(0);
   return g;
 }
+std::string Generator::State::to_string() const {
+  std::ostringstream out;
+  out << engine << ' ';
+  if (normal_spare) out << std::hexfloat << *normal_spare;
+  else out << '-';
+  return out.str();
+}
+
+Generator::State Generator::State::from_string(const std::string& text) {
+  State s;
+  std::istringstream in(text);
+  std::string spare, rest;
+  in >> s.engine >> spare;
+  AMPGRAD_CHECK(in && !(in >> rest), "Generator state: expected the engine's 313 numbers and the spare normal, got "
+                                         << (text.size() > 40 ? text.substr(0, 40) + "..." : "'" + text + "'"));
+  if (spare != "-") {
+    char* end = nullptr;
+    const double v = std::strtod(spare.c_str(), &end);
+    AMPGRAD_CHECK(*end == '\0', "Generator state: the spare normal '" << spare << "' is not a number");
+    s.normal_spare = v;
+  }
+  return s;
+}
+
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
 static thread_local DrawRecorder* recording = nullptr;

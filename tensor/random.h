@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,10 @@ class Generator {
   struct State {
     std::mt19937_64 engine;
     std::optional<double> normal_spare;
+    // As text, for a checkpoint: the engine's standard form (its 312 words and position), then
+    // the spare normal exactly (hex float) or "-". from_string raises on anything else.
+    std::string to_string() const;
+    static State from_string(const std::string& text);
   };
   State get_state() { std::lock_guard l(mu_); return {engine_, normal_spare_}; }
   void set_state(const State& s) { std::lock_guard l(mu_); engine_ = s.engine; normal_spare_ = s.normal_spare; }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/checkpoint.h"
 #include "devices.h"
 #include "gpt/trainer.h"
 #include "test_util.h"
@@ -164,6 +165,79 @@ TEST_CASE("GPT training is bit-identical on a rerun and with its blocks checkpoi
   }
   c.checkpoint_segments = 3;
   CHECK(error_of([&] { gpt::train(c, log); }) == "--checkpoint must be in [0, 2] (the number of layers), got 3");
+}
+
+TEST_CASE("a GPT run stopped, saved and resumed is the uninterrupted run, bit for bit") {
+  TempDir dir;
+  const std::string ck = dir / "gpt.safetensors";
+  for (std::string amp : {"off", "fp16"}) {
+    CAPTURE(amp);
+    gpt::TrainConfig c = tiny(write_periodic_text(dir));
+    c.model.dropout = 0.1;  // the dropout masks go on from the saved generator state
+    c.steps = 24;
+    c.eval_every = 6;
+    c.sample_chars = 8;
+    c.temperature = 1;
+    c.amp = amp;
+    std::ostringstream log;
+    const gpt::TrainResult straight = gpt::train(c, log);
+    // A time-limited job: 10 steps of the 24-step schedule (10 is not an evaluation step, so
+    // stopping makes it one), saved, then resumed to the end.
+    c.stop_after = 10;
+    c.save_path = ck;
+    const gpt::TrainResult stopped = gpt::train(c, log);
+    REQUIRE(stopped.step_losses.size() == 10);
+    CHECK(stopped.evals.back().step == 10);
+    c.stop_after = 0;
+    c.save_path = "";
+    c.resume_path = ck;
+    std::ostringstream resumed_log;
+    const gpt::TrainResult resumed = gpt::train(c, resumed_log);
+    CHECK(resumed_log.str().find("resumed from " + ck + " after step 10") != std::string::npos);
+    CHECK(resumed_log.str().find("warning") == std::string::npos);
+    CHECK(std::vector<float>(straight.step_losses.begin() + 10, straight.step_losses.end()) == resumed.step_losses);
+    REQUIRE(resumed.evals.size() == 3);  // steps 12, 18, 24
+    for (size_t i = 0; i < 3; ++i) {
+      const gpt::EvalPoint &want = straight.evals[i + 1], &got = resumed.evals[i];
+      CHECK(got.step == want.step);
+      CHECK(got.val_loss == want.val_loss);
+      CHECK(got.scale == want.scale);
+      CHECK(got.skipped_steps == want.skipped_steps);
+    }
+    const nn::StateDict a = straight.model->state_dict(), b = resumed.model->state_dict();
+    for (size_t i = 0; i < a.size(); ++i) CHECK(to_vector<float>(a[i].second) == to_vector<float>(b[i].second));
+    CHECK(resumed.sample == straight.sample);
+  }
+
+  // Other batches or schedule are a warning. The count of skipped steps goes on from the
+  // checkpoint's: planting 3 there adds 3 to the run's.
+  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  c.resume_path = ck;
+  c.amp = "fp16";
+  c.seed = 5;
+  std::ostringstream log;
+  const int64_t skipped = gpt::train(c, log).evals.back().skipped_steps;
+  CHECK(log.str().find("warning: " + ck + " was trained with seed=0, this run uses seed=5") != std::string::npos);
+  data::SafeTensors file = data::load_safetensors(ck);
+  CHECK(file.metadata.at("skipped_steps") == "0");
+  file.metadata["skipped_steps"] = "3";
+  data::save_safetensors(ck, file.tensors, file.metadata);
+  CHECK(gpt::train(c, log).evals.back().skipped_steps == skipped + 3);
+  // Another text's vocabulary, or another shape of model, is an error.
+  {
+    std::ofstream f(dir / "other.txt");
+    for (int i = 0; i < 60; ++i) f << "the other text, with its own bytes; ";
+  }
+  c.text_path = dir / "other.txt";
+  CHECK(error_of([&] { gpt::train(c, log); }).find(ck + ": the checkpoint's model has another vocab (it was trained on " + (dir / "text.txt")) ==
+        0);
+  c = tiny(write_periodic_text(dir));
+  c.resume_path = ck;
+  c.model.n_head = 4;
+  CHECK(error_of([&] { gpt::train(c, log); }) == ck + ": the checkpoint's model has another heads: 2, this run's 4");
+  c.model.n_head = 2;
+  c.stop_after = 61;
+  CHECK(error_of([&] { gpt::train(c, log); }) == "--stop-after must be in [0, --steps], got 61");
 }
 
 TEST_CASE("GPT gradient accumulation: two micro-batches of 4 step as one batch of 8") {

@@ -183,6 +183,22 @@ TEST_CASE("randomness is reproducible and well-distributed") {
   CHECK(p == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
 }
 
+TEST_CASE("a Generator's state as text: the same draws after a round trip, and garbage refused") {
+  Generator g(11);
+  g.uniform();
+  g.normal();  // leaves a spare normal, which the text must carry exactly
+  const std::string text = g.get_state().to_string();
+  const std::vector<double> want = {g.normal(), g.uniform(), g.normal(), double(g.next())};
+  Generator h(0);
+  h.set_state(Generator::State::from_string(text));
+  CHECK(std::vector<double>{h.normal(), h.uniform(), h.normal(), double(h.next())} == want);
+  CHECK(Generator::State::from_string(Generator(3).get_state().to_string()).normal_spare == std::nullopt);
+  CHECK_THROWS_WITH_AS(Generator::State::from_string("1 2 3"), doctest::Contains("Generator state: expected the engine's 313 numbers"), Error);
+  CHECK_THROWS_WITH_AS(Generator::State::from_string(text + " 7"), doctest::Contains("Generator state: expected"), Error);
+  const std::string bad_spare = text.substr(0, text.rfind(' ')) + " 0x1.8p+0z";
+  CHECK_THROWS_WITH_AS(Generator::State::from_string(bad_spare), doctest::Contains("the spare normal '0x1.8p+0z' is not a number"), Error);
+}
+
 TEST_CASE("printing looks like PyTorch") {
   CHECK(to_string(from_vector<float>({1, 2}, {1, 2}).to(kFloat16)) == "tensor([[1., 2.]], dtype=float16)");
   CHECK(to_string(from_vector<float>({1.5f, -2.25f})) == "tensor([ 1.5000, -2.2500])");

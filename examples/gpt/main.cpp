@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
   app.add_option("--sample", c.sample_chars, "characters to generate after training")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--temperature", c.temperature, "sampling temperature (0: always the likeliest)")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--metrics", c.metrics_path, "CSV of each evaluation");
+  app.add_option("--save", c.save_path, "checkpoint (safetensors), rewritten at every evaluation");
+  app.add_option("--resume", c.resume_path, "continue the run a checkpoint was saved from, as if never stopped");
+  app.add_option("--stop-after", c.stop_after, "stop after this step of the --steps schedule (0: run it all); --resume goes on")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op until the first evaluation");
   app.add_flag("--profile", c.profile, "print where the time went until the first evaluation, kernel by kernel");
   CLI11_PARSE(app, argc, argv);

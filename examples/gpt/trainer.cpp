@@ -14,6 +14,7 @@
 #include "optim/optim.h"
 #include "tensor/threads.h"
 #include "trainer_support.h"
+#include "training_checkpoint.h"
 
 namespace gpt {
 using namespace ampgrad;
@@ -98,6 +99,34 @@ std::vector<int64_t> generate(GPT& model, std::vector<int64_t> ids, int64_t n, d
 
 // ---- training
 
+// ---- checkpoints
+
+// A checkpoint's model must be this run's: the same shapes, and token ids that mean the same
+// bytes (the text's vocabulary, as hex).
+static std::map<std::string, std::string> model_settings(const GPTConfig& m, const CharText& text) {
+  static const char* hex = "0123456789abcdef";
+  std::string vocab;
+  for (unsigned char b : text.vocab) vocab += {hex[b >> 4], hex[b & 15]};
+  return {{"vocab", vocab}, {"block_size", std::to_string(m.block_size)}, {"layers", std::to_string(m.n_layer)},
+          {"heads", std::to_string(m.n_head)}, {"embd", std::to_string(m.n_embd)}};
+}
+
+// The settings that decide the batches and the schedule: another value makes a resumed run
+// other than the one it continues, which the log then says.
+static std::map<std::string, std::string> run_settings(const TrainConfig& c) {
+  auto number = [](auto v) { return examples::exact(double(v)); };
+  return {{"text", c.text_path},
+          {"seed", std::to_string(c.seed)},
+          {"steps", std::to_string(c.steps)},
+          {"warmup_steps", std::to_string(c.warmup_steps)},
+          {"batch_size", std::to_string(c.batch_size)},
+          {"accum_steps", std::to_string(c.accum_steps)},
+          {"lr", number(c.lr)},
+          {"weight_decay", number(c.weight_decay)},
+          {"dropout", number(c.model.dropout)},
+          {"amp", c.amp}};
+}
+
 // ---- the optimizer's recipe
 
 // Two parameter groups, as nanoGPT's: weight decay pulls the matrices (the linear layers'
@@ -119,6 +148,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.steps >= 1 && c.batch_size >= 1 && c.accum_steps >= 1 && c.eval_every >= 1 && c.eval_batches >= 1,
                 "--steps, --batch-size, --accum-steps, --eval-every and --eval-batches must be >= 1");
   AMPGRAD_CHECK(c.warmup_steps >= 0, "--warmup-steps must be >= 0, got " << c.warmup_steps);
+  AMPGRAD_CHECK(c.stop_after >= 0 && c.stop_after <= c.steps, "--stop-after must be in [0, --steps], got " << c.stop_after);
+  const int64_t last_step = c.stop_after ? c.stop_after : c.steps;
   const Device device = examples::training_device(c.device);
   const examples::AmpSetting precision = examples::amp_setting(c.amp);
   set_num_threads(c.threads);
@@ -174,10 +205,30 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   TrainResult result;
   result.model = model;
   Tensor skipped = zeros({}, TensorOptions().device(device));  // summed where found_inf lives
+  int64_t first_step = 1;
+  if (!c.resume_path.empty()) {
+    const examples::TrainingCheckpoint ck(c.resume_path);
+    for (auto& [k, v] : model_settings(mc, text))
+      AMPGRAD_CHECK(ck.meta(k) == v, c.resume_path << ": the checkpoint's model has another " << k
+                                                   << (k == "vocab" ? " (it was trained on " + ck.meta("text") + ")" : ": " + ck.meta(k) + ", this run's " + v));
+    for (auto& [k, v] : run_settings(c))
+      if (ck.meta(k) != v)
+        log << "warning: " << c.resume_path << " was trained with " << k << "=" << ck.meta(k) << ", this run uses " << k << "=" << v
+            << ": the run differs from an uninterrupted one\n";
+    ck.restore(*model, opt, scaler, log);
+    std::map<std::string, double> schedule_state;
+    for (const std::string k : {"last_epoch", "base_lrs.0", "base_lrs.1"}) schedule_state[k] = ck.number("scheduler." + k);
+    schedule.load_state_dict(schedule_state);
+    default_generator().set_state(Generator::State::from_string(ck.meta("rng.default")));
+    batches.set_state(Generator::State::from_string(ck.meta("rng.batches")));
+    skipped.fill_(ck.number("skipped_steps"));
+    first_step = int64_t(ck.number("step")) + 1;
+    log << "resumed from " << c.resume_path << " after step " << first_step - 1 << "\n";
+  }
   std::vector<Tensor> losses;  // read once per evaluation: a read per step would wait for the GPU
   examples::Instruments first_interval(c.amp_trace, c.profile, device);  // --amp-trace, --profile
   auto t0 = Clock::now();
-  for (int64_t step = 1; step <= c.steps; ++step) {
+  for (int64_t step = first_step; step <= last_step; ++step) {
     opt.zero_grad();
     Tensor loss = zeros({}, TensorOptions().device(device));  // the step's: the micro-batches' mean
     for (int64_t micro = 0; micro < c.accum_steps; ++micro) {
@@ -202,7 +253,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     schedule.step();
     losses.push_back(loss);  // already detached: a sum of detached micro-batch losses
 
-    if (step % c.eval_every == 0 || step == c.steps) {
+    if (step % c.eval_every == 0 || step == last_step) {
       for (const Tensor& l : losses) result.step_losses.push_back(l.item<float>());
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(losses.size());
       losses.clear();
@@ -215,6 +266,16 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       log << std::defaultfloat << std::endl;  // a line per evaluation, also through a pipe
       if (metrics) metrics << e.step << "," << e.train_loss << "," << e.val_loss << "," << e.scale << "," << e.skipped_steps << ","
                            << e.ms_per_step << std::endl;
+      if (!c.save_path.empty()) {
+        std::map<std::string, std::string> meta = run_settings(c);
+        meta.merge(model_settings(mc, text));
+        meta["step"] = std::to_string(step);
+        meta["skipped_steps"] = std::to_string(e.skipped_steps);
+        meta["rng.default"] = default_generator().get_state().to_string();
+        meta["rng.batches"] = batches.get_state().to_string();
+        for (auto& [k, v] : schedule.state_dict()) meta["scheduler." + k] = examples::exact(v);
+        examples::save_training_checkpoint(c.save_path, *model, opt, scaler, meta);
+      }
       t0 = Clock::now();
     }
   }

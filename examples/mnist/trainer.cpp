@@ -6,12 +6,10 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
-#include <sstream>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "autograd/ops.h"
-#include "data/checkpoint.h"
 #include "data/idx.h"
 #include "data/loader.h"
 #include "mnist/models.h"
@@ -19,6 +17,7 @@
 #include "tensor/memory_stats.h"
 #include "tensor/threads.h"
 #include "trainer_support.h"
+#include "training_checkpoint.h"
 
 namespace mnist {
 using namespace ampgrad;
@@ -54,17 +53,10 @@ static std::map<std::string, std::string> data_order(const TrainConfig& c) {
 
 static void save_checkpoint(const std::string& path, const TrainConfig& c, int epochs_done, const nn::Module& model,
                             const optim::Optimizer& opt, const amp::GradScaler& scaler) {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (auto& [k, t] : model.state_dict()) tensors.emplace_back("model." + k, t);
-  optim::OptimizerState os = opt.state_dict();
-  for (auto& [k, t] : os.tensors) tensors.emplace_back("optimizer." + k, t);
   std::map<std::string, std::string> meta{{"epoch", std::to_string(epochs_done)}, {"model", c.model}, {"optimizer", c.optimizer},
                                           {"amp", c.amp}};
   for (auto& [k, v] : data_order(c)) meta[k] = v;
-  auto exact = [](double v) { std::ostringstream s; s << std::setprecision(17) << v; return s.str(); };
-  for (auto& [k, v] : os.scalars) meta["optimizer." + k] = exact(v);
-  for (auto& [k, v] : scaler.state_dict()) meta["scaler." + k] = exact(v);
-  data::save_safetensors(path, tensors, meta);
+  examples::save_training_checkpoint(path, model, opt, scaler, meta);
 }
 
 // Returns the number of epochs the checkpoint had completed. Settings that change the batches
@@ -72,40 +64,16 @@ static void save_checkpoint(const std::string& path, const TrainConfig& c, int e
 // longer the one an uninterrupted run would have been.
 static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Module& model, optim::Optimizer& opt,
                            amp::GradScaler& scaler, std::ostream& log) {
-  data::SafeTensors ck = data::load_safetensors(path);
-  auto meta = [&](const std::string& k) {
-    auto it = ck.metadata.find(k);
-    AMPGRAD_CHECK(it != ck.metadata.end(), path << ": checkpoint metadata has no '" << k << "'");
-    return it->second;
-  };
-  AMPGRAD_CHECK(meta("model") == c.model && meta("optimizer") == c.optimizer,
-                path << ": checkpoint is of model=" << meta("model") << " optimizer=" << meta("optimizer") << ", this run uses model="
+  const examples::TrainingCheckpoint ck(path);
+  AMPGRAD_CHECK(ck.meta("model") == c.model && ck.meta("optimizer") == c.optimizer,
+                path << ": checkpoint is of model=" << ck.meta("model") << " optimizer=" << ck.meta("optimizer") << ", this run uses model="
                      << c.model << " optimizer=" << c.optimizer);
   for (auto& [k, v] : data_order(c))
-    if (auto it = ck.metadata.find(k); it != ck.metadata.end() && it->second != v)
-      log << "warning: " << path << " was trained with " << k << "=" << it->second << ", this run uses " << k << "=" << v
+    if (ck.has(k) && ck.meta(k) != v)
+      log << "warning: " << path << " was trained with " << k << "=" << ck.meta(k) << ", this run uses " << k << "=" << v
           << ": the batches differ from an uninterrupted run's\n";
-  nn::StateDict model_sd;
-  optim::OptimizerState os;
-  for (auto& [k, t] : ck.tensors) {
-    if (k.rfind("model.", 0) == 0) model_sd.emplace_back(k.substr(6), t);
-    else if (k.rfind("optimizer.", 0) == 0) os.tensors.emplace_back(k.substr(10), t);
-  }
-  std::map<std::string, double> scaler_sd;
-  for (auto& [k, v] : ck.metadata) {
-    if (k.rfind("optimizer.", 0) == 0) os.scalars[k.substr(10)] = std::stod(v);
-    if (k.rfind("scaler.", 0) == 0) scaler_sd[k.substr(7)] = std::stod(v);
-  }
-  model.load_state_dict(model_sd);
-  // As in PyTorch, the checkpoint's lr and options replace the command line's: say which did.
-  const std::map<std::string, double> given = opt.state_dict().scalars;
-  opt.load_state_dict(os);
-  for (const auto& [k, v] : opt.state_dict().scalars)
-    if (auto it = given.find(k); it != given.end() && it->second != v)
-      log << "note: " << path << " sets the optimizer's " << k << " to " << v << " (this run's flags gave " << it->second << ")\n";
-  // A checkpoint saved without a scaler (--amp off/bf16) resumed under fp16 starts a fresh one.
-  if (scaler.is_enabled() && !scaler_sd.empty()) scaler.load_state_dict(scaler_sd);
-  return std::stoi(meta("epoch"));
+  ck.restore(model, opt, scaler, log);
+  return int(ck.number("epoch"));
 }
 
 static void progress_bar(std::ostream& log, int64_t done, int64_t total, double elapsed, int64_t samples) {
