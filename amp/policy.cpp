@@ -54,6 +54,7 @@ constexpr std::array<PolicyRow, kNumOps> kTable{{
     {Op::permute,         "permute",         IN,  IN},
     {Op::narrow,          "narrow",          IN,  IN},
     {Op::select,          "select",          IN,  IN},
+    {Op::index_select,    "index_select",    IN,  IN},
     {Op::expand,          "expand",          IN,  IN},
     {Op::unsqueeze,       "unsqueeze",       IN,  IN},
     {Op::squeeze,         "squeeze",         IN,  IN},

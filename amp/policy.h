@@ -29,7 +29,7 @@ enum class Op : uint8_t {
   // reductions
   sum, mean, max, min, argmax,
   // shape, views, copies, casts
-  reshape, view, flatten, transpose, permute, narrow, select, expand, unsqueeze, squeeze,
+  reshape, view, flatten, transpose, permute, narrow, select, index_select, expand, unsqueeze, squeeze,
   contiguous, clone, cat, stack, to,
   // neural-network ops
   softmax, log_softmax, cross_entropy, nll_loss, mse_loss, max_pool2d, layer_norm, dropout,

@@ -260,14 +260,18 @@ Tensor embedding(const Tensor& indices, const Tensor& w_in) {
   AMPGRAD_CHECK(w.dim() == 2, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got " << shape_str(w.shape()));
   AMPGRAD_CHECK(indices.dtype() == kInt64, "embedding: indices must be int64, got " << dtype_name(indices.dtype()));
   AMPGRAD_CHECK(indices.device() == w.device(), "embedding: indices on " << indices.device().str() << ", weight on " << w.device().str());
-  const int64_t D = w.size(1);
-  Tensor index = indices.detach().reshape({-1, 1}).expand({-1, D});  // (N, D): row i repeats indices[i]
-  Tensor out = kernels::gather(w, 0, index);
+  Tensor index = indices.detach().reshape({-1});
+  Tensor out;
+  try {
+    out = kernels::index_select(w, 0, index);
+  } catch (const Error& e) {  // an index out of range, found on the CPU: say which op read it
+    throw Error(std::string("embedding: ") + e.what());
+  }
   record("embedding", out, {w}, [index = Saved(index), w_shape = w.shape()](const Tensor& g, const Needs&) {
-    return grads(kernels::scatter_add(w_shape, 0, index, g.contiguous()));
+    return grads(kernels::index_add(w_shape, 0, index, g));
   });
   Shape out_shape = indices.shape();
-  out_shape.push_back(D);
+  out_shape.push_back(w.size(1));
   return out.reshape(out_shape);
 }
 

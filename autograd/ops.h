@@ -87,6 +87,9 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
 Tensor permute(const Tensor& x, const Shape& dims);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
+// x's slices index[0], index[1], ... along dim (index a 1-D int64 list): a copy, whose gradient
+// adds each slice's back into the slice it came from
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor expand(const Tensor& x, const Shape& shape);  // -1 keeps a dim
 Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = {});

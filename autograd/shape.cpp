@@ -149,6 +149,16 @@ Tensor narrow(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
   return out;
 }
 
+Tensor index_select(const Tensor& x_in, int64_t dim, const Tensor& index) {
+  auto [x] = autocast(Op::index_select, x_in);
+  AMPGRAD_CHECK(index.device() == x.device(), "index_select: index on " << index.device().str() << ", input on " << x.device().str());
+  Tensor out = kernels::index_select(x, dim, index);
+  record("index_select", out, {x}, [index = Saved(index.detach()), in_shape = x.shape(), dim](const Tensor& g, const Needs&) {
+    return grads(kernels::index_add(in_shape, dim, index, g));
+  });
+  return out;
+}
+
 Tensor select(const Tensor& x_in, int64_t dim, int64_t index) {
   auto [x] = autocast(Op::select, x_in);
   dim = wrap("select", dim, x.dim());

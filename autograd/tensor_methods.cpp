@@ -52,6 +52,7 @@ Tensor Tensor::t() const {
   return dim() < 2 ? *this : ampgrad::transpose(*this, 0, 1);
 }
 Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const { return ampgrad::narrow(*this, d, s, l); }
+Tensor Tensor::index_select(int64_t d, const Tensor& index) const { return ampgrad::index_select(*this, d, index); }
 Tensor Tensor::select(int64_t d, int64_t i) const { return ampgrad::select(*this, d, i); }
 Tensor Tensor::expand(const Shape& s) const { return ampgrad::expand(*this, s); }
 Tensor Tensor::unsqueeze(int64_t d) const { return ampgrad::unsqueeze(*this, d); }

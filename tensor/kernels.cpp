@@ -179,6 +179,28 @@ Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& idx, const Ten
   AMPGRAD_CHECK(src.shape() == idx.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(idx.shape()) << " differ");
   return DISPATCH("scatter_add", scatter_add(shape, dim, idx, src), &idx, &src);
 }
+// index_select / index_add's index: a 1-D (or 0-d) int64 list of slices of a tensor of `shape`
+// along `dim`. Its values are the backends' to check, where they are read.
+static int64_t check_slice_index(const char* op, const Shape& shape, int64_t dim, const Tensor& index) {
+  AMPGRAD_CHECK(!shape.empty(), op << ": needs at least one dim");
+  dim = cpu::normalize_dims(op, {dim}, (int64_t)shape.size())[0];
+  AMPGRAD_CHECK(index.dtype() == kInt64, op << ": index must be int64, got " << dtype_name(index.dtype()));
+  AMPGRAD_CHECK(index.dim() <= 1, op << ": index must be 1-D, got " << shape_str(index.shape()));
+  return dim;
+}
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
+  check_slice_index("index_select", x.shape(), dim, idx);
+  return DISPATCH("index_select", index_select(x, dim, idx), &x, &idx);
+}
+Tensor index_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
+  AMPGRAD_CHECK(src.dtype() != kBool, "index_add: not defined for dtype bool");
+  const int64_t d = check_slice_index("index_add", shape, dim, idx);
+  Shape want = shape;
+  want[d] = idx.numel();
+  AMPGRAD_CHECK(src.shape() == want, "index_add: src " << shape_str(src.shape()) << " must be " << shape_str(want) << " (" << idx.numel()
+                                                       << " slices of " << shape_str(shape) << " along dim " << d << ")");
+  return DISPATCH("index_add", index_add(shape, dim, idx, src), &idx, &src);
+}
 // Checked here, once for every backend: the backends may assume matching 2-D or 3-D operands.
 Tensor bmm(const Tensor& a, const Tensor& b) {
   AMPGRAD_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");

@@ -128,6 +128,7 @@ class Tensor {
   Tensor permute(const Shape& dims) const;
   Tensor t() const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor expand(const Shape& shape) const;
   Tensor unsqueeze(int64_t dim) const;

@@ -166,6 +166,7 @@ DEVICE_TEST_CASE("every op of the library consults the policy table") {
   (void)sum(x); (void)mean(x); (void)max(x); (void)min(x); (void)argmax(x);
   (void)reshape(x, {3, 2}); (void)view(x, {6}); (void)flatten(x); (void)transpose(x, 0, 1); (void)permute(x, {1, 0});
   (void)narrow(x, 1, 0, 2); (void)select(x, 0, 0); (void)expand(x.narrow(0, 0, 1), {4, 3}); (void)unsqueeze(x, 0);
+  (void)index_select(x, 1, from_vector<int64_t>({2, 0}).to(dev));
   (void)squeeze(x); (void)contiguous(x); (void)clone(x); (void)cat({x, y}); (void)stack({x, y}); (void)to(x, kFloat64);
   (void)softmax(x, 1); (void)log_softmax(x, 1); (void)cross_entropy(x, t); (void)nll_loss(x, t); (void)mse_loss(x, y);
   (void)max_pool2d(img, 2); (void)layer_norm(x, {3}); (void)dropout(x, 0.5, true);

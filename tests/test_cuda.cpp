@@ -154,6 +154,8 @@ std::vector<OpCase> op_table() {
       {"permute", {{2, 3, 4}}, -1, 1, 1, simple, [](In i) { return permute(i[0], {2, 0, 1}) * 2.0; }},
       {"narrow", {{4, 6}}, -1, 1, 1, simple, [](In i) { return narrow(i[0], 1, 2, 3) * 2.0; }},
       {"select", {{4, 6}}, -1, 1, 1, simple, [](In i) { return select(i[0], 0, 2) * 2.0; }},
+      // column 5 selected twice: its gradient adds two terms
+      {"index_select", {{3, 4, 6}}, -1, 1, 2, simple, [](In i) { return index_select(i[0], 2, beside(i[0], from_vector<int64_t>({5, 0, 5, 2}))) * 2.0; }},
       {"expand", {{4, 1}}, -1, 1, 6, simple, [](In i) { return expand(i[0], {4, 6}) * 2.0; }},
       {"unsqueeze", {{4, 6}}, -1, 1, 1, simple, [](In i) { return unsqueeze(i[0], 1) * 2.0; }},
       {"squeeze", {{4, 1, 6}}, -1, 1, 1, simple, [](In i) { return squeeze(i[0]) * 2.0; }},

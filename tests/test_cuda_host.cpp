@@ -1,6 +1,6 @@
 // test_cuda_host.cpp — the CUDA backend's host-and-device code, run on the CPU against the CPU
 // backend: the kernels' index math (which elements each thread of an elementwise loop, im2col,
-// col2im, max_pool2d, gather / scatter_add and a multi-tensor launch reads and writes:
+// col2im, max_pool2d, gather / scatter_add, index_select / index_add and a multi-tensor launch reads and writes:
 // tensor/cuda/indexing.h, tensor/cuda/multi_tensor.h, with the geometries tensor/cuda/loops.h
 // builds), the layout of every cuBLAS GEMM (tensor/cuda/gemm.h), and the conversions every load
 // and store goes through (tensor/cuda/dispatch.cuh). The
@@ -304,6 +304,32 @@ TEST_CASE("gather and scatter_add: each index entry addresses the CPU's element"
   const Tensor index9 = zeros(Shape(9, 1), kInt64);
   CHECK(error_of([&] { index_geometry("gather", Shape(9, 2), 0, index9); }) ==
         "gather: CUDA kernels index at most 8 dims, got shape [2, 2, 2, 2, 2, 2, 2, 2, 2]");
+}
+
+TEST_CASE("index_select and index_add: each element of a selected slice addresses the CPU's element") {
+  const Shape shape{3, 4, 5};
+  Tensor x = positions(shape);
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    CAPTURE(dim);
+    manual_seed(dim);
+    Tensor index = randint(0, shape[dim], {7});  // more slices than there are: some twice
+    Shape selected = shape;
+    selected[dim] = 7;
+    Tensor src = randn(selected, TensorOptions(kFloat64));
+    const std::vector<int64_t> iv = values<int64_t>(index);
+    const std::vector<double> at = values(kernels::index_select(x, dim, index)), sv = values(src);
+    const SliceGeometry g = slice_geometry(shape, dim, 7);
+    std::vector<double> added(numel_of(shape), 0.0);
+    for (int64_t k = 0; k < numel_of(selected); ++k) {  // index_select_kernel and index_add_kernel, thread k
+      const int64_t s = iv[slice_of(g, uint32_t(k))];
+      REQUIRE(iv[slice_of(g, k)] == s);
+      const int64_t pos = slice_position(g, uint32_t(k), s);
+      REQUIRE(slice_position(g, k, s) == pos);
+      REQUIRE(double(pos) == at[k]);
+      added[pos] += sv[k];
+    }
+    CHECK(values(kernels::index_add(shape, dim, index, src)) == added);
+  }
 }
 
 TEST_CASE("multi-tensor launches: every element of every tensor is one block's, and no block idles") {

@@ -270,6 +270,14 @@ TEST_CASE("what a forward keeps for backward: ReLU its output, dropout a bool ma
   // layer norm keeps its input and each row's mean and 1/std, two float32s a row
   nn::LayerNorm ln(Shape{256});
   CHECK(held_by([&] { return ln.forward(fc1.forward(x)); }) == hidden + 2 * 64 * 4 + hidden);  // input, statistics, result
+  // an embedding keeps the caller's indices (a view: no bytes) and holds nothing but its output,
+  // even at its peak: no (N, D) index is expanded and copied on the way
+  nn::Embedding emb(95, 64);
+  Tensor tokens = randint(0, 95, {32, 64});
+  reset_peak_memory_stats(Device::cpu());
+  const int64_t start = memory_stats(Device::cpu()).allocated_bytes, looked_up = 32 * 64 * 64 * 4;
+  CHECK(held_by([&] { return emb.forward(tokens); }) == looked_up);
+  CHECK(memory_stats(Device::cpu()).peak_allocated_bytes - start == looked_up);
   // a frozen layer keeps nothing of its input, which only its weight's gradient would read
   for (Tensor p : fc2.parameters()) p.requires_grad_(false);
   CHECK(held_by([&] { return fc2.forward(fc1.forward(x)); }) == result);

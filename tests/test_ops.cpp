@@ -286,6 +286,31 @@ DEVICE_TEST_CASE("layer_norm and dropout") {
   for (size_t i = 0; i < d32.size(); ++i) REQUIRE((d16[i] == 0) == (d32[i] == 0));
 }
 
+DEVICE_TEST_CASE("index_select: whole slices by index along any dim, and gradients added back") {
+  Tensor x = arange(0.0, 24.0, 1.0, kFloat64).to(dev).reshape({2, 3, 4}).requires_grad_();  // x[a, b, c] = 12a + 4b + c
+  Tensor idx = from_vector<int64_t>({3, 0, 3}).to(dev);
+  Tensor y = index_select(x, 2, idx);
+  CHECK(y.shape() == Shape{2, 3, 3});
+  close(vec(y), {3, 0, 3, 7, 4, 7, 11, 8, 11, 15, 12, 15, 19, 16, 19, 23, 20, 23});
+  close(vec(x.index_select(1, from_vector<int64_t>({2}).to(dev))), {8, 9, 10, 11, 20, 21, 22, 23});
+  close(vec(index_select(x, 0, from_vector<int64_t>({1}, {}).to(dev))), vec(x.narrow(0, 1, 1)));  // a 0-d index: one slice
+  CHECK(index_select(x, -1, from_vector<int64_t>({}).to(dev)).shape() == Shape{2, 3, 0});
+  CHECK(vec(index_select(from_vector<int64_t>({5, 6, 7}).to(dev), 0, from_vector<int64_t>({2, 2}).to(dev))) == std::vector<double>{7, 7});
+  // Σ y·g: column 3 gets its two slices' weights 1 + 3, column 0 weight 2, columns 1 and 2 none
+  (y * from_vector<double>({1, 2, 3}).to(dev)).sum().backward();
+  close(vec(x.grad()), {2, 0, 0, 4, 2, 0, 0, 4, 2, 0, 0, 4, 2, 0, 0, 4, 2, 0, 0, 4, 2, 0, 0, 4});
+  manual_seed(13);
+  CHECK(gradcheck([&](In i) { return index_select(i[0], 1, from_vector<int64_t>({2, 0, 2, 1}).to(dev)); }, {r(dev, {2, 3, 2})}));
+  CHECK_THROWS_WITH_AS(index_select(x, 0, idx.to(kFloat32)), doctest::Contains("index_select: index must be int64, got float32"), Error);
+  CHECK_THROWS_WITH_AS(index_select(x, 0, idx.reshape({3, 1})), doctest::Contains("index_select: index must be 1-D, got [3, 1]"), Error);
+  CHECK_THROWS_WITH_AS(index_select(x, 3, idx), doctest::Contains("index_select"), Error);
+  if (dev.is_cpu()) {  // on a GPU the kernel checks each index where it reads it
+    CHECK_THROWS_WITH_AS(index_select(x, 1, idx), doctest::Contains("index_select: index 3 is out of bounds for dim 1 of size 3"), Error);
+  } else {
+    CHECK_THROWS_WITH_AS(index_select(x, 2, from_vector<int64_t>({0})), doctest::Contains("index_select: index on cpu, input on cuda"), Error);
+  }
+}
+
 DEVICE_TEST_CASE("embedding: rows by index, and gradients summed into the rows they came from") {
   Tensor w = arange(0.0, 12.0, 1.0, kFloat64).to(dev).reshape({4, 3}).requires_grad_();  // row r = 3r, 3r+1, 3r+2
   Tensor idx = from_vector<int64_t>({3, 0, 3, 1}, {2, 2}).to(dev);
@@ -302,7 +327,7 @@ DEVICE_TEST_CASE("embedding: rows by index, and gradients summed into the rows t
   CHECK_THROWS_WITH_AS(embedding(idx.to(kFloat32), w), doctest::Contains("embedding: indices must be int64, got float32"), Error);
   CHECK_THROWS_WITH_AS(embedding(idx, w.reshape({12})), doctest::Contains("embedding: weight must be 2-D (num_embeddings, embedding_dim), got [12]"), Error);
   if (dev.is_cpu())  // on a GPU the kernel checks each index where it reads it
-    CHECK_THROWS_WITH_AS(embedding(from_vector<int64_t>({4}), w), doctest::Contains("index 4 is out of bounds for dim 0 of size 4"), Error);
+    CHECK_THROWS_WITH_AS(embedding(from_vector<int64_t>({4}), w), doctest::Contains("embedding: index_select: index 4 is out of bounds for dim 0 of size 4"), Error);
 }
 
 DEVICE_TEST_CASE("half inputs run every op family in float32 and round once") {

@@ -1,9 +1,11 @@
-// reduce.cpp — CPU reductions (sum, max/min with indices) and gather/scatter along one dim.
+// reduce.cpp — CPU reductions (sum, max/min with indices), gather/scatter along one dim, and
+// index_select/index_add of whole slices.
 // A reduction moves the reduced dims last (a view), makes that contiguous, and reduces rows of
 // length R; when the reduced dims are already leading in a contiguous tensor it sums whole rows
 // into an accumulator instead (the bias-gradient case), which needs no copy.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "tensor/cpu/half_convert.h"
@@ -168,6 +170,60 @@ Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const T
     T* o = (T*)out.raw_data();
     if constexpr (!std::is_same_v<T, bool>)
       walk_index("scatter_add", shape, dim, index, [&](int64_t k, int64_t pos) { o[pos] = T(A(o[pos]) + A(s[k])); });
+  });
+  return out;
+}
+
+// x viewed as (outer, size, inner) around `dim`, and its index's values checked once, before any
+// write: index_select and index_add walk whole rows of `inner` elements.
+struct Slices {
+  int64_t outer = 1, size, inner = 1;
+  std::vector<int64_t> index;
+};
+static Slices slices(const char* op, const Shape& shape, int64_t dim, const Tensor& index) {
+  Slices s;
+  s.size = shape[dim];
+  for (int64_t d = 0; d < dim; ++d) s.outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d) s.inner *= shape[d];
+  Tensor ic = contiguous_copy(index);
+  s.index.assign(ic.data_ptr<int64_t>(), ic.data_ptr<int64_t>() + ic.numel());
+  for (int64_t i : s.index) AMPGRAD_CHECK(i >= 0 && i < s.size, op << ": index " << i << " is out of bounds for dim " << dim << " of size " << s.size);
+  return s;
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  dim = normalize_dims("index_select", {dim}, x.dim())[0];
+  const Slices s = slices("index_select", x.shape(), dim, index);
+  Shape out_shape = x.shape();
+  out_shape[dim] = int64_t(s.index.size());
+  Tensor xc = contiguous_copy(x), out = empty(out_shape, x.dtype());
+  const int64_t n = int64_t(s.index.size()), row_bytes = s.inner * x.element_size();
+  const char* p = (const char*)xc.raw_data();
+  char* o = (char*)out.raw_data();
+  for (int64_t a = 0; a < s.outer; ++a)
+    for (int64_t j = 0; j < n; ++j) std::memcpy(o + (a * n + j) * row_bytes, p + (a * s.size + s.index[j]) * row_bytes, row_bytes);
+  return out;
+}
+
+// In index order, one row at a time: a slice named twice gets its two rows added in the same
+// order on every run.
+Tensor index_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  dim = normalize_dims("index_add", {dim}, (int64_t)shape.size())[0];
+  const Slices s = slices("index_add", shape, dim, index);
+  Tensor out = zeros(shape, src.dtype()), sc = contiguous_copy(src);
+  const int64_t n = int64_t(s.index.size());
+  dispatch(src.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = opmath_t<T>;
+    const T* sp = (const T*)sc.raw_data();
+    T* o = (T*)out.raw_data();
+    if constexpr (!std::is_same_v<T, bool>)
+      for (int64_t a = 0; a < s.outer; ++a)
+        for (int64_t j = 0; j < n; ++j) {
+          T* dst = o + (a * s.size + s.index[j]) * s.inner;
+          const T* row = sp + (a * n + j) * s.inner;
+          for (int64_t i = 0; i < s.inner; ++i) dst[i] = T(A(dst[i]) + A(row[i]));
+        }
   });
   return out;
 }

@@ -107,4 +107,15 @@ template <class Index> AMPGRAD_HD inline int64_t indexed_position(const IndexGeo
   return pos;
 }
 
+// ---- index_select / index_add: SliceGeometry (launch.h) ----
+
+// Element k of the selected tensor (outer, n, inner) belongs to slice number slice_of(g, k); with
+// that slice's index value s (checked to be in range by the caller) it is at slice_position in
+// the full tensor (outer, size, inner).
+template <class Index> AMPGRAD_HD inline int64_t slice_of(const SliceGeometry& g, Index k) { return int64_t(k / Index(g.inner) % Index(g.n)); }
+template <class Index> AMPGRAD_HD inline int64_t slice_position(const SliceGeometry& g, Index k, int64_t s) {
+  const Index inner = Index(g.inner), i = k % inner, a = k / (inner * Index(g.n));
+  return (int64_t(a) * g.size + s) * g.inner + int64_t(i);
+}
+
 }  // namespace ampgrad::cuda

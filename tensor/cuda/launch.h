@@ -58,6 +58,14 @@ struct IndexGeometry {
 };
 void launch_gather(DType dtype, const void* x, const int64_t* index, void* out, const IndexGeometry& g);
 void launch_scatter_add(DType dtype, const void* src, const int64_t* index, void* out, const IndexGeometry& g);
+// index_select / index_add: the full tensor viewed as (outer, size, inner) around the dim, the
+// selected one as (outer, n, inner), index holding n slice numbers; both contiguous
+struct SliceGeometry {
+  int64_t outer, size, n, inner;
+  int dim;  // for the error text
+};
+void launch_index_select(DType dtype, const void* x, const int64_t* index, void* out, const SliceGeometry& g);
+void launch_index_add(DType dtype, const void* src, const int64_t* index, void* out, const SliceGeometry& g);
 
 // ---- softmax.cu: x and out contiguous (rows, C) ----
 void launch_softmax_rows(DType dtype, const void* x, void* out, int64_t rows, int64_t C, bool log);

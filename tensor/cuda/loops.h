@@ -85,4 +85,12 @@ inline IndexGeometry index_geometry(const char* op, const Shape& shape, int64_t 
   return g;
 }
 
+// A tensor of `shape` as (outer, size, inner) around `dim`, of which n slices are selected.
+inline SliceGeometry slice_geometry(const Shape& shape, int64_t dim, int64_t n) {
+  SliceGeometry g{1, shape[dim], n, 1, int(dim)};
+  for (int64_t d = 0; d < dim; ++d) g.outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d) g.inner *= shape[d];
+  return g;
+}
+
 }  // namespace ampgrad::cuda

@@ -1,4 +1,4 @@
-// reduce.cpp — the C++ side of CUDA reductions and gather/scatter: the CPU backend's checks,
+// reduce.cpp — the C++ side of CUDA reductions, gather/scatter and index_select/index_add: the CPU backend's checks,
 // dim handling and error text (tensor/cpu/reduce.cpp), then one launcher of reduce.cu.
 // As on the CPU, reduced dims move last (a view) and are made contiguous, unless they already
 // lead a contiguous tensor, which is summed down its columns without a copy.
@@ -55,6 +55,23 @@ Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const T
   IndexGeometry g = index_geometry("scatter_add", shape, dim, index);
   Tensor ic = contiguous(index);
   launch_scatter_add(src.dtype(), sc.raw_data(), ic.data_ptr<int64_t>(), out.raw_data(), g);
+  return out;
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  dim = cpu::normalize_dims("index_select", {dim}, x.dim())[0];
+  Shape out_shape = x.shape();
+  out_shape[dim] = index.numel();
+  Tensor xc = contiguous(x), ic = contiguous(index), out = empty_on(x, out_shape, x.dtype());
+  launch_index_select(x.dtype(), xc.raw_data(), ic.data_ptr<int64_t>(), out.raw_data(), slice_geometry(x.shape(), dim, index.numel()));
+  return out;
+}
+
+// Atomic adds, as scatter_add's: a slice named twice gets its rows in either order.
+Tensor index_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  dim = cpu::normalize_dims("index_add", {dim}, (int64_t)shape.size())[0];
+  Tensor out = zeros(shape, TensorOptions(src.dtype()).device(src.device())), sc = contiguous(src), ic = contiguous(index);
+  launch_index_add(src.dtype(), sc.raw_data(), ic.data_ptr<int64_t>(), out.raw_data(), slice_geometry(shape, dim, index.numel()));
   return out;
 }
 

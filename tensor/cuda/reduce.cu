@@ -1,4 +1,5 @@
-// reduce.cu — CUDA reductions (sum, max/min with indices) and gather/scatter along one dim.
+// reduce.cu — CUDA reductions (sum, max/min with indices), gather/scatter along one dim, and
+// index_select/index_add of whole slices.
 // Rows are reduced one block per row (a single warp for short rows) with a shuffle tree; long
 // rows are cut into chunks summed in parallel, then the chunks' partial sums are summed.
 // Shape letters: R the reduced length, rows (or cols) the kept elements.
@@ -123,6 +124,30 @@ template <class T> __global__ void scatter_add_kernel(const T* src, const int64_
     atomic_add(&out[checked_position("scatter_add", g, k, index[k])], src[k]);
 }
 
+// Where element k of the selected tensor lives in the full one (indexing.h), with its slice's
+// index value checked as checked_position does.
+__device__ int64_t checked_slice_position(const char* op, const SliceGeometry& g, const int64_t* index, int64_t k) {
+  const bool narrow = fits_32bit(g.outer * g.n * g.inner);
+  const int64_t s = index[narrow ? slice_of(g, uint32_t(k)) : slice_of(g, k)];
+  if (s < 0 || s >= g.size) {
+    printf("%s: index %lld is out of bounds for dim %d of size %lld\n", op, (long long)s, g.dim, (long long)g.size);
+    __trap();
+  }
+  return narrow ? slice_position(g, uint32_t(k), s) : slice_position(g, k, s);
+}
+
+template <class T> __global__ void index_select_kernel(const T* x, const int64_t* index, T* out, const SliceGeometry g) {
+  const int64_t numel = g.outer * g.n * g.inner;
+  for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < numel; k += (int64_t)gridDim.x * blockDim.x)
+    out[k] = x[checked_slice_position("index_select", g, index, k)];
+}
+
+template <class T> __global__ void index_add_kernel(const T* src, const int64_t* index, T* out, const SliceGeometry g) {
+  const int64_t numel = g.outer * g.n * g.inner;
+  for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < numel; k += (int64_t)gridDim.x * blockDim.x)
+    atomic_add(&out[checked_slice_position("index_add", g, index, k)], src[k]);
+}
+
 // ---- launchers ----
 
 template <class In, class Acc, class Out> static void sum_rows(const In* x, Out* out, int64_t rows, int64_t R, int64_t nchunks) {
@@ -192,6 +217,29 @@ void launch_scatter_add(DType dtype, const void* src, const int64_t* index, void
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>) {
       scatter_add_kernel<T><<<grid_for(g.numel), kThreads, 0, stream()>>>((const T*)src, index, (T*)out, g);
+      AMPGRAD_CUDA_CHECK(cudaGetLastError());
+    }
+  });
+}
+
+void launch_index_select(DType dtype, const void* x, const int64_t* index, void* out, const SliceGeometry& g) {
+  const int64_t numel = g.outer * g.n * g.inner;
+  if (numel == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    index_select_kernel<T><<<grid_for(numel), kThreads, 0, stream()>>>((const T*)x, index, (T*)out, g);
+    AMPGRAD_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+// bool never gets here: tensor/kernels.cpp refuses it for every backend
+void launch_index_add(DType dtype, const void* src, const int64_t* index, void* out, const SliceGeometry& g) {
+  const int64_t numel = g.outer * g.n * g.inner;
+  if (numel == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) {
+      index_add_kernel<T><<<grid_for(numel), kThreads, 0, stream()>>>((const T*)src, index, (T*)out, g);
       AMPGRAD_CUDA_CHECK(cudaGetLastError());
     }
   });
