@@ -14,13 +14,15 @@ std::string exact(double value) {
 }
 
 void save_training_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& opt, const amp::GradScaler& scaler,
-                              std::map<std::string, std::string> meta) {
+                              const optim::LRScheduler* schedule, std::map<std::string, std::string> meta) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (auto& [k, t] : model.state_dict()) tensors.emplace_back("model." + k, t);
   const optim::OptimizerState os = opt.state_dict();
   for (auto& [k, t] : os.tensors) tensors.emplace_back("optimizer." + k, t);
   for (auto& [k, v] : os.scalars) meta["optimizer." + k] = exact(v);
   for (auto& [k, v] : scaler.state_dict()) meta["scaler." + k] = exact(v);
+  if (schedule)
+    for (auto& [k, v] : schedule->state_dict()) meta["scheduler." + k] = exact(v);
   data::save_safetensors(path, tensors, meta);
 }
 
@@ -40,29 +42,51 @@ double TrainingCheckpoint::number(const std::string& key) const {
   return v;
 }
 
-// A key "<prefix>rest" -> "rest"; empty if the key has another prefix.
-static std::string after(const std::string& key, const std::string& prefix) {
-  return key.rfind(prefix, 0) == 0 ? key.substr(prefix.size()) : std::string();
+std::map<std::string, double> TrainingCheckpoint::numbers_under(const std::string& prefix) const {
+  std::map<std::string, double> out;
+  for (auto& [k, v] : file_.metadata)
+    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = number(k);
+  return out;
 }
 
-void TrainingCheckpoint::restore(nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler, std::ostream& log) const {
+void TrainingCheckpoint::warn_if_changed(const std::map<std::string, std::string>& settings, std::ostream& log) const {
+  for (auto& [k, v] : settings)
+    if (has(k) && meta(k) != v)
+      log << "warning: " << path_ << " was trained with " << k << "=" << meta(k) << ", this run uses " << k << "=" << v
+          << ": the run differs from an uninterrupted one\n";
+}
+
+// In the log, each value that loading changed and `noted` accepts: "<what><key> to <new> (this
+// run's flags gave <old>)".
+template <class Noted>
+static void note_changes(const std::string& path, const std::string& what, const std::map<std::string, double>& before,
+                         const std::map<std::string, double>& after, Noted noted, std::ostream& log) {
+  for (const auto& [k, v] : after)
+    if (auto it = before.find(k); it != before.end() && it->second != v && noted(k))
+      log << "note: " << path << " sets the " << what << k << " to " << v << " (this run's flags gave " << it->second << ")\n";
+}
+
+void TrainingCheckpoint::restore(nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler, optim::LRScheduler* schedule,
+                                 std::ostream& log) const {
   nn::StateDict model_sd;
-  optim::OptimizerState os;
+  optim::OptimizerState os = {numbers_under("optimizer."), {}};
   for (auto& [k, t] : file_.tensors) {
-    if (std::string name = after(k, "model."); !name.empty()) model_sd.emplace_back(name, t);
-    else if (std::string name = after(k, "optimizer."); !name.empty()) os.tensors.emplace_back(name, t);
-  }
-  std::map<std::string, double> scaler_sd;
-  for (auto& [k, v] : file_.metadata) {
-    if (std::string name = after(k, "optimizer."); !name.empty()) os.scalars[name] = number(k);
-    if (std::string name = after(k, "scaler."); !name.empty()) scaler_sd[name] = number(k);
+    if (k.rfind("model.", 0) == 0) model_sd.emplace_back(k.substr(6), t);
+    else if (k.rfind("optimizer.", 0) == 0) os.tensors.emplace_back(k.substr(10), t);
   }
   model.load_state_dict(model_sd);
   const std::map<std::string, double> given = opt.state_dict().scalars;
   opt.load_state_dict(os);
-  for (const auto& [k, v] : opt.state_dict().scalars)
-    if (auto it = given.find(k); it != given.end() && it->second != v)
-      log << "note: " << path_ << " sets the optimizer's " << k << " to " << v << " (this run's flags gave " << it->second << ")\n";
+  // With a schedule the live rates are its to set (this fresh run's already scaled by it): its
+  // base rates say what the flags asked for, and its epoch count is progress, not a setting.
+  auto is_live_lr = [](const std::string& k) { return k.size() > 3 && k.compare(k.size() - 3, 3, ".lr") == 0; };
+  note_changes(path_, "optimizer's ", given, opt.state_dict().scalars, [&](const std::string& k) { return !(schedule && is_live_lr(k)); }, log);
+  if (schedule) {
+    const std::map<std::string, double> given_schedule = schedule->state_dict();
+    schedule->load_state_dict(numbers_under("scheduler."));
+    note_changes(path_, "schedule's ", given_schedule, schedule->state_dict(), [](const std::string& k) { return k != "last_epoch"; }, log);
+  }
+  const std::map<std::string, double> scaler_sd = numbers_under("scaler.");
   if (scaler.is_enabled() && !scaler_sd.empty()) scaler.load_state_dict(scaler_sd);
 }
 

@@ -1,13 +1,14 @@
 // training_checkpoint.h — what the MNIST and GPT trainers save so that a run resumes exactly: the
 // model's state_dict ("model.*" tensors), the optimizer's parameter groups and state
-// ("optimizer.*" tensors and metadata), the GradScaler's state ("scaler.*" metadata) and the
-// trainer's own metadata (progress, settings, generator states), in one safetensors file
-// written atomically (data/checkpoint.h).
+// ("optimizer.*" tensors and metadata), the GradScaler's state ("scaler.*"), the learning-rate
+// schedule's if there is one ("scheduler.*") and the trainer's own metadata (progress, settings,
+// generator states), in one safetensors file written atomically (data/checkpoint.h).
 //
-//   save_training_checkpoint(path, model, opt, scaler, {{"step", "500"}});
-//   TrainingCheckpoint ck(path);      // reads and checks the file, loads nothing yet
-//   int step = std::stoi(ck.meta("step"));
-//   ck.restore(model, opt, scaler, log);
+//   save_training_checkpoint(path, model, opt, scaler, &schedule, {{"step", "500"}});
+//   TrainingCheckpoint ck(path);           // reads and checks the file, loads nothing yet
+//   ck.warn_if_changed(settings, log);     // the run's settings against the checkpoint's
+//   ck.restore(model, opt, scaler, &schedule, log);
+//   const int64_t step = int64_t(ck.number("step"));
 #pragma once
 #include <map>
 #include <ostream>
@@ -16,28 +17,34 @@
 #include "amp/grad_scaler.h"
 #include "data/checkpoint.h"
 #include "nn/module.h"
-#include "optim/optimizer.h"
+#include "optim/lr_scheduler.h"
 
 namespace ampgrad::examples {
 
+// schedule may be null (a run without one).
 void save_training_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& opt, const amp::GradScaler& scaler,
-                              std::map<std::string, std::string> meta);
+                              const optim::LRScheduler* schedule, std::map<std::string, std::string> meta);
 
 class TrainingCheckpoint {
  public:
   explicit TrainingCheckpoint(std::string path);
-  const std::string& path() const { return path_; }
   bool has(const std::string& key) const { return file_.metadata.count(key) > 0; }
   const std::string& meta(const std::string& key) const;  // an Error naming the file if absent
   double number(const std::string& key) const;            // meta(key) as a number, or an Error
 
-  // Strict loads of the model and optimizer (the checkpoint's lr and options replace the
-  // constructor's, as in PyTorch, and the log names each one that changed) and of the scaler's
-  // state if both the checkpoint and this run have a scaler (a run saved without one, resumed
-  // under fp16, starts a fresh one).
-  void restore(nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler, std::ostream& log) const;
+  // Names in the log each of `settings` (key → this run's value) that the checkpoint holds with
+  // another value: settings that make the continued run differ from an uninterrupted one.
+  void warn_if_changed(const std::map<std::string, std::string>& settings, std::ostream& log) const;
+
+  // Strict loads of the model, the optimizer and the schedule (if not null): as in PyTorch the
+  // checkpoint's options and rates replace the ones this run was made with, and the log names
+  // each that changed (the base rates, with a schedule, which sets the live ones from them).
+  // The scaler's state loads if both the checkpoint and this run have a scaler (a run saved
+  // without one, resumed under fp16, starts a fresh one).
+  void restore(nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler, optim::LRScheduler* schedule, std::ostream& log) const;
 
  private:
+  std::map<std::string, double> numbers_under(const std::string& prefix) const;  // the metadata "<prefix>key", prefix dropped
   std::string path_;
   data::SafeTensors file_;
 };

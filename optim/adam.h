@@ -4,6 +4,7 @@
 //
 //   optim::AdamW opt(model->parameters(), {.lr = 3e-4});     // weight_decay 0.01 by default
 //   optim::AdamW opt({{matrices, {.lr = 3e-4, .weight_decay = 0.1}}, {vectors, {.lr = 3e-4, .weight_decay = 0}}});
+//                    // each group names its lr: one left out would be the default 1e-3, not 3e-4
 #pragma once
 #include <utility>
 
@@ -27,7 +28,7 @@ class Adam : public Optimizer {
   explicit Adam(std::vector<ParamGroup<AdamOptions>> groups) : Adam(std::move(groups), false) {}
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {}) : Adam({{std::move(params), options}}) {}
   // A group's options; their lr is the initial rate, lr(group) the live one.
-  const AdamOptions& options(size_t group = 0) const { return options_.at(group); }
+  const AdamOptions& options(size_t group = 0) const { return options_[check_group(group)]; }
 
  protected:
   Adam(std::vector<ParamGroup<AdamOptions>> groups, bool decoupled_weight_decay);

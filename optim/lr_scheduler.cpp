@@ -42,6 +42,7 @@ void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
   AMPGRAD_CHECK(state.at("last_epoch") >= 0, "LRScheduler::load_state_dict: last_epoch must be >= 0, got " << state.at("last_epoch"));
   for (size_t g = 0; g < base_lrs_.size(); ++g) base_lrs_[g] = state.at(keys[g + 1]);
   last_epoch_ = int64_t(state.at("last_epoch"));
+  apply();  // whatever the optimizer held, loaded before or after: the rates of that epoch
 }
 
 StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma) : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {

@@ -8,9 +8,9 @@
 //   for (int epoch = 0; epoch < 30; ++epoch) { train_one_epoch(); sched.step(); }
 //
 // An "epoch" is whatever step() counts: the GPT example steps its scheduler every optimizer step.
-// To resume, save state_dict() beside the optimizer's and load both into fresh objects: the
-// base rates and the epoch count come back (a fresh scheduler alone would take the optimizer's
-// current rates as its bases).
+// To resume, save state_dict() beside the optimizer's and load both into fresh objects, in
+// either order: the base rates and the epoch count come back, and with them the epoch's rates (a
+// fresh scheduler alone would take the optimizer's current rates as its bases).
 #pragma once
 #include <functional>
 #include <map>

@@ -35,20 +35,18 @@ size_t Optimizer::group_of(size_t param) const {
   return size_t(std::upper_bound(group_begin_.begin(), group_begin_.end(), param) - group_begin_.begin()) - 1;
 }
 
-std::span<const Tensor> Optimizer::param_group(size_t group) const {
+size_t Optimizer::check_group(size_t group) const {
   AMPGRAD_CHECK(group < num_param_groups(), name_ << ": no parameter group " << group << " (it has " << num_param_groups() << ")");
+  return group;
+}
+
+std::span<const Tensor> Optimizer::param_group(size_t group) const {
+  check_group(group);
   return std::span<const Tensor>(params_).subspan(group_begin_[group], group_begin_[group + 1] - group_begin_[group]);
 }
 
-double Optimizer::lr(size_t group) const {
-  AMPGRAD_CHECK(group < num_param_groups(), name_ << ": no parameter group " << group << " (it has " << num_param_groups() << ")");
-  return lrs_[group];
-}
-
-void Optimizer::set_lr(size_t group, double lr) {
-  AMPGRAD_CHECK(group < num_param_groups(), name_ << ": no parameter group " << group << " (it has " << num_param_groups() << ")");
-  lrs_[group] = lr;
-}
+double Optimizer::lr(size_t group) const { return lrs_[check_group(group)]; }
+void Optimizer::set_lr(size_t group, double lr) { lrs_[check_group(group)] = lr; }
 
 void Optimizer::set_lr(double lr) {
   for (double& l : lrs_) l = lr;
@@ -117,8 +115,8 @@ void Optimizer::run_step(const Tensor& found_inf) {
       const std::vector<std::string> names = buffer_names(g);
       AMPGRAD_CHECK(names.size() <= std::size(FusedParam{}.buffer), name_ << ": the fused CUDA step carries at most 2 buffers per parameter");
       std::vector<FusedParam> fused;
-      for (size_t i : active) {
-        if (group_of(i) != g) continue;
+      for (size_t i = group_begin_[g]; i < group_begin_[g + 1]; ++i) {
+        if (!grads[i].defined()) continue;
         ParamState& st = state_[i];
         FusedParam f{params_[i].data_ptr<float>(), grads[i].data_ptr<float>(), {nullptr, nullptr}, st.step.data_ptr<int64_t>(), params_[i].numel()};
         for (size_t k = 0; k < names.size(); ++k) f.buffer[k] = st.buffers.at(names[k]).data_ptr<float>();
@@ -179,7 +177,11 @@ static OptimizerState with_group_keys(const OptimizerState& in, size_t num_param
 }
 
 void Optimizer::load_state_dict(const OptimizerState& given) {
-  const OptimizerState in = num_param_groups() == 1 && given.scalars.count("lr") ? with_group_keys(given, params_.size()) : given;
+  const bool one_group_form = given.scalars.count("lr") > 0;
+  AMPGRAD_CHECK(!one_group_form || num_param_groups() == 1, "Optimizer::load_state_dict: the state is of the form from before parameter "
+                                                            "groups ('lr' without 'param_groups.'), which holds one group; this optimizer has "
+                                                                << num_param_groups());
+  const OptimizerState in = one_group_form ? with_group_keys(given, params_.size()) : given;
   // The groups must match one for one, as in PyTorch: the state numbers the parameters in order.
   size_t groups_in_state = 0;
   for (const auto& [key, value] : in.scalars)

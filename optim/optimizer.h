@@ -100,6 +100,7 @@ class Optimizer {
   // the steps itself and does nothing when found_inf (a device pointer, or null) is set.
   virtual void update_cuda(size_t group, const std::vector<FusedParam>& params, const float* found_inf) = 0;
 #endif
+  size_t check_group(size_t group) const;  // group itself, or an Error naming the groups there are
 
  private:
   // step() and step_if_finite(): checks every parameter with a gradient (float32, contiguous,

@@ -22,7 +22,7 @@ class SGD : public Optimizer {
   explicit SGD(std::vector<ParamGroup<SGDOptions>> groups);
   explicit SGD(std::vector<Tensor> params, SGDOptions options = {}) : SGD({{std::move(params), options}}) {}
   // A group's options; their lr is the initial rate, lr(group) the live one.
-  const SGDOptions& options(size_t group = 0) const { return options_.at(group); }
+  const SGDOptions& options(size_t group = 0) const { return options_[check_group(group)]; }
 
  protected:
   std::vector<std::string> buffer_names(size_t group) const override;

@@ -40,7 +40,7 @@ Generator::State Generator::State::from_string(const std::string& text) {
   std::istringstream in(text);
   std::string spare, rest;
   in >> s.engine >> spare;
-  AMPGRAD_CHECK(in && !(in >> rest), "Generator state: expected the engine's 313 numbers and the spare normal, got "
+  AMPGRAD_CHECK(in && !(in >> rest), "Generator state: expected the engine's state and the spare normal, got "
                                          << (text.size() > 40 ? text.substr(0, 40) + "..." : "'" + text + "'"));
   if (spare != "-") {
     char* end = nullptr;

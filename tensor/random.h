@@ -32,8 +32,10 @@ class Generator {
   struct State {
     std::mt19937_64 engine;
     std::optional<double> normal_spare;
-    // As text, for a checkpoint: the engine's standard form (its 312 words and position), then
-    // the spare normal exactly (hex float) or "-". from_string raises on anything else.
+    // As text, for a checkpoint: the engine as the standard library prints it (libstdc++: its
+    // 312 words and position; libc++ writes another form, so a state moves between builds on
+    // one library only), then the spare normal exactly (hex float) or "-". from_string raises
+    // on anything else.
     std::string to_string() const;
     static State from_string(const std::string& text);
   };

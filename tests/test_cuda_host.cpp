@@ -1,12 +1,11 @@
 // test_cuda_host.cpp — the CUDA backend's host-and-device code, run on the CPU against the CPU
 // backend: the kernels' index math (which elements each thread of an elementwise loop, im2col,
-// col2im, max_pool2d, gather / scatter_add, index_select / index_add and a multi-tensor launch reads and writes:
-// tensor/cuda/indexing.h, tensor/cuda/multi_tensor.h, with the geometries tensor/cuda/loops.h
-// builds), the layout of every cuBLAS GEMM (tensor/cuda/gemm.h), and the conversions every load
-// and store goes through (tensor/cuda/dispatch.cuh). The
-// kernels call exactly these functions, so this part of the CUDA backend is tested wherever it
-// is built, GPU or not. The index cases run the 64-bit path beside the 32-bit one that every
-// real launch takes.
+// col2im, max_pool2d, gather / scatter_add, index_select / index_add and a multi-tensor launch
+// reads and writes: tensor/cuda/indexing.h, tensor/cuda/multi_tensor.h, with the geometries
+// tensor/cuda/loops.h builds), the layout of every cuBLAS GEMM (tensor/cuda/gemm.h), and the
+// conversions every load and store goes through (tensor/cuda/dispatch.cuh). The kernels call
+// exactly these functions, so this part of the CUDA backend is tested wherever it is built, GPU
+// or not. The index cases run the 64-bit path beside the 32-bit one that every real launch takes.
 #include <doctest/doctest.h>
 
 #include "skip.h"

@@ -195,6 +195,7 @@ TEST_CASE("a GPT run stopped, saved and resumed is the uninterrupted run, bit fo
     const gpt::TrainResult resumed = gpt::train(c, resumed_log);
     CHECK(resumed_log.str().find("resumed from " + ck + " after step 10") != std::string::npos);
     CHECK(resumed_log.str().find("warning") == std::string::npos);
+    CHECK(resumed_log.str().find("note") == std::string::npos);
     CHECK(std::vector<float>(straight.step_losses.begin() + 10, straight.step_losses.end()) == resumed.step_losses);
     REQUIRE(resumed.evals.size() == 3);  // steps 12, 18, 24
     for (size_t i = 0; i < 3; ++i) {
@@ -238,6 +239,15 @@ TEST_CASE("a GPT run stopped, saved and resumed is the uninterrupted run, bit fo
   c.model.n_head = 2;
   c.stop_after = 61;
   CHECK(error_of([&] { gpt::train(c, log); }) == "--stop-after must be in [0, --steps], got 61");
+  c.stop_after = 10;  // the checkpoint is after step 10
+  CHECK(error_of([&] { gpt::train(c, log); }) ==
+        ck + ": the checkpoint is after step 10; this run ends at step 10 (--steps, --stop-after), so there is nothing left to train");
+  // Flags that the checkpoint overrides are named: its base rate, not this run's, goes on.
+  c.stop_after = 12;
+  c.lr = 0.02;
+  std::ostringstream override_log;
+  gpt::train(c, override_log);
+  CHECK(override_log.str().find("note: " + ck + " sets the schedule's base_lrs.0 to 0.01 (this run's flags gave 0.02)") != std::string::npos);
 }
 
 TEST_CASE("GPT gradient accumulation: two micro-batches of 4 step as one batch of 8") {

@@ -8,6 +8,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "devices.h"
+#include "tensor/kernels.h"
 
 using namespace ampgrad;
 
@@ -303,7 +304,22 @@ DEVICE_TEST_CASE("index_select: whole slices by index along any dim, and gradien
   CHECK(gradcheck([&](In i) { return index_select(i[0], 1, from_vector<int64_t>({2, 0, 2, 1}).to(dev)); }, {r(dev, {2, 3, 2})}));
   CHECK_THROWS_WITH_AS(index_select(x, 0, idx.to(kFloat32)), doctest::Contains("index_select: index must be int64, got float32"), Error);
   CHECK_THROWS_WITH_AS(index_select(x, 0, idx.reshape({3, 1})), doctest::Contains("index_select: index must be 1-D, got [3, 1]"), Error);
-  CHECK_THROWS_WITH_AS(index_select(x, 3, idx), doctest::Contains("index_select"), Error);
+  CHECK_THROWS_WITH_AS(index_select(x, 3, idx), doctest::Contains("index_select: dim 3 out of range for 3-d tensor"), Error);
+  CHECK_THROWS_WITH_AS(kernels::index_add({2, 3, 4}, 1, idx, zeros({2, 2, 4}).to(dev)),
+                       doctest::Contains("index_add: src [2, 2, 4] must be [2, 3, 4] (3 slices of [2, 3, 4] along dim 1)"), Error);
+  CHECK_THROWS_WITH_AS(kernels::index_add({4}, 0, idx, zeros({3}, kBool).to(dev)), doctest::Contains("index_add: not defined for dtype bool"), Error);
+  // a negative dim, a transposed input and a strided index ({2, 0} every other element)
+  Tensor strided = from_vector<int64_t>({2, 7, 0, 7}, {2, 2}).to(dev).select(1, 0);
+  REQUIRE(!strided.is_contiguous());
+  CHECK(gradcheck([&](In i) { return index_select(i[0].transpose(0, 1), -2, strided); }, {r(dev, {2, 3})}));
+  close(vec(index_select(x.detach().transpose(1, 2), -1, strided)), {8, 0, 9, 1, 10, 2, 11, 3, 20, 12, 21, 13, 22, 14, 23, 15});
+  // 16-bit: index_select copies exactly; index_add adds in the dtype, one rounding per add, as
+  // PyTorch's CPU index_add_ (2048 + 1 rounds to even in float16, twice: 2048, where one
+  // rounding of the float32 sum would give 2050)
+  Tensor h = from_vector<float>({1.5f, 2048, 7}).to(dev).to(kFloat16);
+  close(vec(index_select(h, 0, from_vector<int64_t>({1, 0}).to(dev))), {2048, 1.5});
+  if (dev.is_cpu())  // a GPU's atomic adds come in any order
+    close(vec(kernels::index_add({2}, 0, from_vector<int64_t>({0, 0, 0}), from_vector<float>({2048, 1, 1}).to(kFloat16))), {2048, 0});
   if (dev.is_cpu()) {  // on a GPU the kernel checks each index where it reads it
     CHECK_THROWS_WITH_AS(index_select(x, 1, idx), doctest::Contains("index_select: index 3 is out of bounds for dim 1 of size 3"), Error);
   } else {

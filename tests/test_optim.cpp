@@ -367,6 +367,7 @@ TEST_CASE("parameter groups: views, empty groups and errors") {
   CHECK(opt.state_dict().scalars.count("state.2.step") == 1);
 
   CHECK(error_of([&] { opt.lr(3); }).find("Adam: no parameter group 3 (it has 3)") != std::string::npos);
+  CHECK(error_of([&] { opt.options(3); }).find("Adam: no parameter group 3 (it has 3)") != std::string::npos);
   CHECK(error_of([&] { opt.param_group(3); }).find("no parameter group 3") != std::string::npos);
   CHECK(error_of([&] { optim::SGD({{{a}, {.lr = 0.1}}, {{b, a}, {.lr = 0.1}}}); }).find("SGD: parameter 2 is parameter 0 again") != std::string::npos);
   CHECK(error_of([&] { optim::SGD({a, a}); }).find("parameter 1 is parameter 0 again") != std::string::npos);
@@ -418,6 +419,13 @@ TEST_CASE("optimizer state_dict with parameter groups, and a state saved before 
   CHECK(third.options(0).eps == 1e-3);
   CHECK(third.options(0).weight_decay == 0.01);
   CHECK(third.lr(0) == 1);
+  // ... and so does a bad buffer of group 1, found after every group's options were in.
+  bad = st;
+  bad.tensors.back().second = zeros({5});
+  CHECK(error_of([&] { third.load_state_dict(bad); }).find("'state.1.exp_avg_sq' is [5] float32, expected [2] float32") != std::string::npos);
+  CHECK((third.options(0).eps == 1e-3 && third.options(1).betas == std::pair<double, double>{0.9, 0.999}));
+  CHECK((third.lr(0) == 1 && third.lr(1) == 1));
+  CHECK(third.state_dict().scalars.count("state.0.step") == 0);
 
   // A one-group state as it was saved before parameter groups: keys without a prefix.
   Tensor p = param({1, 2});
@@ -433,6 +441,7 @@ TEST_CASE("optimizer state_dict with parameter groups, and a state saved before 
   run(old, {p}, 2);
   run(resumed, {q}, 2);
   CHECK(vec(q) == vec(p));
+  CHECK(error_of([&] { second.load_state_dict(legacy); }).find("the state is of the form from before parameter groups") != std::string::npos);
 }
 
 DEVICE_TEST_CASE("clip_grad_norm_: global L2 norm over all grads") {
@@ -529,8 +538,9 @@ TEST_CASE("schedulers scale each parameter group from its own base rate; LambdaL
   first.step();
   optim::SGD after({{{a}, {.lr = 1.0}}, {{b}, {.lr = 0.2}}});
   after.load_state_dict(before.state_dict());
-  optim::LambdaLR resumed(after, warmup);
+  optim::LambdaLR resumed(after, warmup);  // built on the loaded rates 0.5 and 0.1: sets 0.125 and 0.025
   resumed.load_state_dict(first.state_dict());
+  close(resumed.get_last_lr(), {0.5, 0.1});  // epoch 1's, from the loaded bases
   resumed.step();
   close(resumed.get_last_lr(), {0.75, 0.15});
   CHECK_THROWS_WITH_AS(optim::LambdaLR(opt, nullptr), doctest::Contains("LambdaLR: the factor function is empty"), Error);

@@ -97,8 +97,6 @@ std::vector<int64_t> generate(GPT& model, std::vector<int64_t> ids, int64_t n, d
   return ids;
 }
 
-// ---- training
-
 // ---- checkpoints
 
 // A checkpoint's model must be this run's: the same shapes, and token ids that mean the same
@@ -111,8 +109,9 @@ static std::map<std::string, std::string> model_settings(const GPTConfig& m, con
           {"heads", std::to_string(m.n_head)}, {"embd", std::to_string(m.n_embd)}};
 }
 
-// The settings that decide the batches and the schedule: another value makes a resumed run
-// other than the one it continues, which the log then says.
+// The settings that decide the batches, the schedule's shape and the steps' arithmetic: another
+// value makes a resumed run other than the one it continues, which the log then says. (The rates
+// and weight decay come back from the checkpoint, whatever the flags say.)
 static std::map<std::string, std::string> run_settings(const TrainConfig& c) {
   auto number = [](auto v) { return examples::exact(double(v)); };
   return {{"text", c.text_path},
@@ -121,10 +120,10 @@ static std::map<std::string, std::string> run_settings(const TrainConfig& c) {
           {"warmup_steps", std::to_string(c.warmup_steps)},
           {"batch_size", std::to_string(c.batch_size)},
           {"accum_steps", std::to_string(c.accum_steps)},
-          {"lr", number(c.lr)},
-          {"weight_decay", number(c.weight_decay)},
+          {"clip_grad", number(c.clip_grad)},
           {"dropout", number(c.model.dropout)},
-          {"amp", c.amp}};
+          {"amp", c.amp},
+          {"device", c.device}};
 }
 
 // ---- the optimizer's recipe
@@ -143,6 +142,8 @@ double lr_factor(const TrainConfig& c, int64_t done) {
   const double progress = double(done - c.warmup_steps) / double(std::max<int64_t>(c.steps - c.warmup_steps, 1));
   return 0.1 + 0.9 * (1 + std::cos(M_PI * progress)) / 2;
 }
+
+// ---- training
 
 TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.steps >= 1 && c.batch_size >= 1 && c.accum_steps >= 1 && c.eval_every >= 1 && c.eval_batches >= 1,
@@ -178,7 +179,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   for (const Tensor& p : model->parameters()) params += p.numel();
   log << "gpt: " << c.text_path << " (" << text.train.size() << " train / " << text.val.size() << " val bytes, vocab "
       << mc.vocab_size << ")  layers=" << mc.n_layer << " heads=" << mc.n_head << " embd=" << mc.n_embd << " block=" << T
-      << " params=" << params << "  batch=" << c.batch_size << (c.accum_steps > 1 ? " x " + std::to_string(c.accum_steps) : "") << " lr=" << c.lr << " warmup=" << c.warmup_steps << " wd=" << c.weight_decay << " amp=" << c.amp << " device=" << device.str()
+      << " params=" << params << "  batch=" << c.batch_size << (c.accum_steps > 1 ? " x " + std::to_string(c.accum_steps) : "")
+      << " lr=" << c.lr << " warmup=" << c.warmup_steps << " wd=" << c.weight_decay << " amp=" << c.amp << " device=" << device.str()
       << " threads=" << get_num_threads() << "\n";
 
   std::ofstream metrics;
@@ -211,19 +213,19 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     for (auto& [k, v] : model_settings(mc, text))
       AMPGRAD_CHECK(ck.meta(k) == v, c.resume_path << ": the checkpoint's model has another " << k
                                                    << (k == "vocab" ? " (it was trained on " + ck.meta("text") + ")" : ": " + ck.meta(k) + ", this run's " + v));
-    for (auto& [k, v] : run_settings(c))
-      if (ck.meta(k) != v)
-        log << "warning: " << c.resume_path << " was trained with " << k << "=" << ck.meta(k) << ", this run uses " << k << "=" << v
-            << ": the run differs from an uninterrupted one\n";
-    ck.restore(*model, opt, scaler, log);
-    std::map<std::string, double> schedule_state;
-    for (const std::string k : {"last_epoch", "base_lrs.0", "base_lrs.1"}) schedule_state[k] = ck.number("scheduler." + k);
-    schedule.load_state_dict(schedule_state);
+    const double done = ck.number("step");
+    AMPGRAD_CHECK(done >= 1 && done == std::floor(done) && done < double(last_step),
+                  c.resume_path << ": the checkpoint is after step " << ck.meta("step") << "; this run ends at step " << last_step
+                                << " (--steps, --stop-after), so there is nothing left to train");
+    ck.warn_if_changed(run_settings(c), log);
+    ck.restore(*model, opt, scaler, &schedule, log);
+    AMPGRAD_CHECK(schedule.last_epoch() == int64_t(done),
+                  c.resume_path << ": the schedule's epoch " << schedule.last_epoch() << " is not the checkpoint's step " << int64_t(done));
     default_generator().set_state(Generator::State::from_string(ck.meta("rng.default")));
     batches.set_state(Generator::State::from_string(ck.meta("rng.batches")));
     skipped.fill_(ck.number("skipped_steps"));
-    first_step = int64_t(ck.number("step")) + 1;
-    log << "resumed from " << c.resume_path << " after step " << first_step - 1 << "\n";
+    first_step = int64_t(done) + 1;
+    log << "resumed from " << c.resume_path << " after step " << int64_t(done) << "\n";
   }
   std::vector<Tensor> losses;  // read once per evaluation: a read per step would wait for the GPU
   examples::Instruments first_interval(c.amp_trace, c.profile, device);  // --amp-trace, --profile
@@ -273,8 +275,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
         meta["skipped_steps"] = std::to_string(e.skipped_steps);
         meta["rng.default"] = default_generator().get_state().to_string();
         meta["rng.batches"] = batches.get_state().to_string();
-        for (auto& [k, v] : schedule.state_dict()) meta["scheduler." + k] = examples::exact(v);
-        examples::save_training_checkpoint(c.save_path, *model, opt, scaler, meta);
+        examples::save_training_checkpoint(c.save_path, *model, opt, scaler, &schedule, meta);
       }
       t0 = Clock::now();
     }

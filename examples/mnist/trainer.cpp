@@ -56,7 +56,7 @@ static void save_checkpoint(const std::string& path, const TrainConfig& c, int e
   std::map<std::string, std::string> meta{{"epoch", std::to_string(epochs_done)}, {"model", c.model}, {"optimizer", c.optimizer},
                                           {"amp", c.amp}};
   for (auto& [k, v] : data_order(c)) meta[k] = v;
-  examples::save_training_checkpoint(path, model, opt, scaler, meta);
+  examples::save_training_checkpoint(path, model, opt, scaler, nullptr, meta);
 }
 
 // Returns the number of epochs the checkpoint had completed. Settings that change the batches
@@ -68,11 +68,8 @@ static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Mo
   AMPGRAD_CHECK(ck.meta("model") == c.model && ck.meta("optimizer") == c.optimizer,
                 path << ": checkpoint is of model=" << ck.meta("model") << " optimizer=" << ck.meta("optimizer") << ", this run uses model="
                      << c.model << " optimizer=" << c.optimizer);
-  for (auto& [k, v] : data_order(c))
-    if (ck.has(k) && ck.meta(k) != v)
-      log << "warning: " << path << " was trained with " << k << "=" << ck.meta(k) << ", this run uses " << k << "=" << v
-          << ": the batches differ from an uninterrupted run's\n";
-  ck.restore(model, opt, scaler, log);
+  ck.warn_if_changed(data_order(c), log);
+  ck.restore(model, opt, scaler, nullptr, log);
   return int(ck.number("epoch"));
 }
 

@@ -1,5 +1,6 @@
-// reduce.cpp — the C++ side of CUDA reductions, gather/scatter and index_select/index_add: the CPU backend's checks,
-// dim handling and error text (tensor/cpu/reduce.cpp), then one launcher of reduce.cu.
+// reduce.cpp — the C++ side of CUDA reductions, gather/scatter and index_select/index_add: the
+// CPU backend's checks, dim handling and error text (tensor/cpu/reduce.cpp), then one launcher of
+// reduce.cu.
 // As on the CPU, reduced dims move last (a view) and are made contiguous, unless they already
 // lead a contiguous tensor, which is summed down its columns without a copy.
 #include <numeric>
