@@ -131,7 +131,7 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
                 "function must build the same graph from the same inputs (does it branch on something that changed?)");
   Caught caught;
   for (const void* key : b.keys) caught[key] = Tensor();
-  run_backward(out, grad_out, /*retain_graph=*/false, &caught);
+  run_backward({out}, {grad_out}, /*retain_graph=*/false, {.stop_at = &caught});
   Grads gs;
   for (const void* key : b.keys) gs.push_back(caught[key]);
   return gs;

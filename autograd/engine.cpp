@@ -114,24 +114,46 @@ static void sum_into(Tensor& slot, const Tensor& g) {
   if (g.defined()) slot = slot.defined() ? slot + g : g;
 }
 
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, Caught* caught) {
+Tensor root_gradient(const char* op, const Tensor& out, const Tensor& gradient) {
+  if (!gradient.defined()) {
+    AMPGRAD_CHECK(out.numel() == 1, op << ": grad can be implicitly created only for scalar outputs; got shape " << shape_str(out.shape()));
+    return ones_like(out);
+  }
+  AMPGRAD_CHECK(gradient.shape() == out.shape(),
+                op << ": gradient of shape " << shape_str(gradient.shape()) << " does not match output of shape " << shape_str(out.shape()));
+  return gradient.dtype() == out.dtype() ? gradient : gradient.detach().to(out.dtype());
+}
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph, const Catches& c) {
   NoGradGuard no_grad;  // gradients are plain values here: no double backward
   amp::suspend no_autocast;  // each gradient runs in the dtype its forward ran in
   InBackward profiled_as_backward;
-  if (!root.grad_fn()) { accumulate_into_leaf(root.impl(), grad); return; }
-  Node* start = root.grad_fn().get();
+  auto stops = [&c](const void* target) { return c.stop_at && c.stop_at->count(target); };
 
-  auto catches = [caught](const void* target) { return caught && caught->count(target); };
+  // 0. A root that is a leaf, or a node stopped at itself, takes its gradient at once; the
+  //    others start the walk.
+  std::unordered_map<Node*, Tensor> received;
+  std::vector<Node*> starts;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    Node* node = roots[r].grad_fn().get();
+    const void* target = node ? (const void*)node : roots[r].impl_ptr().get();
+    if (stops(target)) sum_into((*c.stop_at)[target], root_grads[r]);
+    else if (!node && c.accumulate_leaves) accumulate_into_leaf(roots[r].impl(), root_grads[r]);
+    else if (node) {
+      if (!received.count(node)) starts.push_back(node);
+      sum_into(received[node], root_grads[r]);
+    }
+  }
 
   // 1. How many consumers will send each node a gradient.
   std::unordered_map<Node*, int> pending;
-  std::vector<Node*> stack{start};
-  pending[start] = 0;
+  std::vector<Node*> stack = starts;
+  for (Node* s : starts) pending[s] = 0;
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (Edge& e : n->edges) {
-      if (!e.fn || catches(e.fn.get())) continue;
+      if (!e.fn || stops(e.fn.get())) continue;
       auto [it, fresh] = pending.try_emplace(e.fn.get(), 0);
       ++it->second;
       if (fresh) stack.push_back(e.fn.get());
@@ -139,13 +161,15 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, Cau
   }
 
   // 2. Run nodes whose consumers are all done, summing what each receives.
-  std::unordered_map<Node*, Tensor> received{{start, grad}};
-  std::vector<Node*> ready{start};
+  std::vector<Node*> ready;
+  for (Node* s : starts)
+    if (pending[s] == 0) ready.push_back(s);  // a root another root feeds waits for it
   while (!ready.empty()) {
     Node* n = ready.back();
     ready.pop_back();
     Tensor g = std::move(received[n]);  // undefined when no consumer sent anything
     received.erase(n);
+    if (c.observe && c.observe->count(n)) (*c.observe)[n] = g;
     Grads gs;
     if (g.defined()) {
       AMPGRAD_CHECK(n->backward, "backward: trying to backward through the graph a second time (through '"
@@ -160,13 +184,13 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, Cau
     for (size_t i = 0; i < n->edges.size(); ++i) {
       Edge& e = n->edges[i];
       Tensor gi = i < gs.size() && gs[i].defined() && e ? sum_to(gs[i], n->input_shapes[i]) : Tensor();
-      if (const void* target = e.fn ? (const void*)e.fn.get() : e.leaf.get(); catches(target)) {
-        sum_into((*caught)[target], gi);
+      if (const void* target = e.fn ? (const void*)e.fn.get() : e.leaf.get(); stops(target)) {
+        sum_into((*c.stop_at)[target], gi);
         continue;
       }
       if (e.leaf) {
         if (i < gs.size()) gs[i] = Tensor();  // drop our other handle, so a fresh gradient can be adopted
-        if (gi.defined()) accumulate_into_leaf(*e.leaf, std::move(gi));
+        if (gi.defined() && c.accumulate_leaves) accumulate_into_leaf(*e.leaf, std::move(gi));
         continue;
       }
       if (!e.fn) continue;

@@ -69,12 +69,22 @@ Edge edge_to(const Tensor& x);  // x's grad_fn, or x as a leaf; empty if x needs
 void attach(Tensor& out, std::shared_ptr<Node> node);  // numbers the node, makes it out's grad_fn
 uint64_t next_sequence_nr();   // the number the next recorded node gets
 
-// Gradients caught on their way to the leaves (keyed by TensorImpl*) or nodes (Node*) listed:
-// summed here instead of accumulated into .grad or passed on, so nothing below them runs.
+// Gradients on their way to leaves (keyed by TensorImpl*) or nodes (Node*), by key.
 using Caught = std::unordered_map<const void*, Tensor>;
 
-// Runs the backward pass from `root` (the engine: engine.cpp).
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, Caught* caught = nullptr);
+// What a backward pass takes on its way, besides adding into the leaves' .grad:
+struct Catches {
+  Caught* stop_at = nullptr;      // summed at these leaves or nodes instead of passed on, so nothing below runs (checkpoint's boundary)
+  Caught* observe = nullptr;      // the gradient each of these nodes receives, recorded as it runs on (grad()'s inputs)
+  bool accumulate_leaves = true;  // false: no .grad changes (grad())
+};
+
+// Runs the backward pass from `roots`, each with its gradient (the engine: engine.cpp).
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph, const Catches& catches = {});
+
+// The gradient a backward from `out` starts with: `gradient`, checked against out's shape and
+// cast to its dtype, or ones if undefined and out has one element. `op` names the caller in errors.
+Tensor root_gradient(const char* op, const Tensor& out, const Tensor& gradient);
 
 // Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
 Tensor sum_to(const Tensor& g, const Shape& shape);

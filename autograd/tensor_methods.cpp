@@ -25,13 +25,7 @@ std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return impl().grad_fn;
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   AMPGRAD_CHECK(requires_grad(), "backward: tensor does not require grad and has no grad_fn");
-  Tensor g = gradient;
-  if (!g.defined()) {
-    AMPGRAD_CHECK(numel() == 1, "backward: grad can be implicitly created only for scalar outputs; got shape " << shape_str(shape()));
-    g = ones_like(*this);
-  }
-  AMPGRAD_CHECK(g.shape() == shape(), "backward: gradient of shape " << shape_str(g.shape()) << " does not match output of shape " << shape_str(shape()));
-  autograd::run_backward(*this, g.dtype() == dtype() ? g : g.detach().to(dtype()), retain_graph);
+  autograd::run_backward({*this}, {autograd::root_gradient("backward", *this, gradient)}, retain_graph);
 }
 
 Tensor Tensor::detach() const {

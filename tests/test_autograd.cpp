@@ -1,8 +1,9 @@
 // test_autograd.cpp — the engine: accumulation, broadcasting, retain_graph, freed graphs,
-// no-grad regions, detach, deep graphs, in-place refusal, when a leaf adopts its gradient. The
-// cases that compute gradients run on every device (devices.h).
+// no-grad regions, detach, deep graphs, in-place refusal, when a leaf adopts its gradient, and
+// autograd::grad. The cases that compute gradients run on every device (devices.h).
 #include <doctest/doctest.h>
 
+#include "autograd/grad.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "devices.h"
@@ -219,4 +220,74 @@ DEVICE_TEST_CASE("a leaf adopts a gradient nothing else sees, and copies one tha
   CHECK_FALSE(a.grad().shares_storage(b.grad()));
   a.grad().fill_(7);
   CHECK(to_vector<float>(b.grad()) == std::vector<float>{1, 2});
+}
+
+DEVICE_TEST_CASE("autograd::grad: gradients of leaves and intermediates, returned and not accumulated") {
+  // x = 3w, y = Σ x²: dy/dx = 2x = 6w, dy/dw = 18w; w = (1, 2)
+  Tensor w = from_vector<double>({1, 2}).to(dev).requires_grad_();
+  Tensor other = from_vector<double>({5}).to(dev).requires_grad_();
+  Tensor x = w * 3.0;
+  Tensor y = (x * x).sum() + other.sum();
+  std::vector<Tensor> g = autograd::grad({y}, {x, w}, {}, /*retain_graph=*/true);
+  REQUIRE(g.size() == 2);
+  CHECK(vec(g[0]) == std::vector<double>{6, 12});
+  CHECK(vec(g[1]) == std::vector<double>{18, 36});  // the walk went on below x to reach w
+  CHECK(!w.grad().defined());
+  CHECK(!other.grad().defined());  // a leaf that is not an input gets nothing either
+  // grad_outputs weigh the output, and backward() afterwards sees the retained graph unchanged
+  CHECK(vec(autograd::grad({y}, {w}, {scalar_tensor(0.5, kFloat64).to(dev)}, true)[0]) == std::vector<double>{9, 18});
+  y.backward();
+  CHECK(vec(w.grad()) == std::vector<double>{18, 36});
+  CHECK(vec(other.grad()) == std::vector<double>{1});
+  // the graph is freed after a grad() without retain_graph, as after backward()
+  Tensor z = (w * w).sum();
+  CHECK(vec(autograd::grad({z}, {w})[0]) == std::vector<double>{2, 4});
+  CHECK_THROWS_WITH_AS(autograd::grad({z}, {w}), doctest::Contains("backward through the graph a second time"), Error);
+}
+
+DEVICE_TEST_CASE("autograd::grad: several outputs sum, an output may be an input, unused inputs") {
+  Tensor a = from_vector<double>({1, 2}).to(dev).requires_grad_();
+  Tensor b = from_vector<double>({3}).to(dev).requires_grad_();
+  Tensor u = a * b;               // du/da = b, du/db = a
+  Tensor v = (a * a).sum();       // dv/da = 2a
+  // u weighted by (1, 10) and v by 2: d/da = (3, 30) + (4, 8) = (7, 38); d/db = 1·1 + 10·2 = 21
+  Tensor ones2 = from_vector<double>({1, 10}).to(dev), two = scalar_tensor(2.0, kFloat64).to(dev);
+  std::vector<Tensor> g = autograd::grad({u, v}, {a, b, u}, {ones2, two});
+  CHECK(vec(g[0]) == std::vector<double>{7, 38});
+  CHECK(vec(g[1]) == std::vector<double>{21});
+  CHECK(vec(g[2]) == std::vector<double>{1, 10});  // an output's own gradient is its grad_output
+  // an output that another output consumes waits for it: w = Σ u, roots u and w
+  Tensor u2 = a * b, w2 = u2.sum();
+  CHECK(vec(autograd::grad({u2, w2}, {a}, {ones2, two})[0]) == std::vector<double>{(1 + 2) * 3, (10 + 2) * 3});
+
+  Tensor c = from_vector<double>({4}).to(dev).requires_grad_();
+  Tensor s = (a * 2.0).sum();
+  CHECK_THROWS_WITH_AS(autograd::grad({s}, {c}, {}, true), doctest::Contains("grad: input 0 is not used in the graph of the outputs"), Error);
+  std::vector<Tensor> unused = autograd::grad({s}, {a, c}, {}, true, /*allow_unused=*/true);
+  CHECK(vec(unused[0]) == std::vector<double>{2, 2});
+  CHECK(!unused[1].defined());
+  CHECK_THROWS_WITH_AS(autograd::grad({s}, {from_vector<double>({1}).to(dev)}), doctest::Contains("grad: input 0 does not require grad"), Error);
+  CHECK_THROWS_WITH_AS(autograd::grad({a * 2.0}, {a}), doctest::Contains("grad: grad can be implicitly created only for scalar outputs"), Error);
+  CHECK_THROWS_WITH_AS(autograd::grad({s}, {a}, {two, two}), doctest::Contains("grad: got 2 grad_outputs for 1 outputs"), Error);
+  CHECK_THROWS_WITH_AS(autograd::grad({s.detach()}, {a}), doctest::Contains("grad: output 0 does not require grad"), Error);
+}
+
+TEST_CASE("autograd::grad of a network's loss equals what backward() accumulates, and a hidden layer's gradient is its closed form") {
+  manual_seed(3);
+  nn::Linear fc1(4, 5), fc2(5, 2);
+  Tensor x = randn({3, 4}), y = randn({3, 2});
+  Tensor h = relu(fc1.forward(x));
+  Tensor loss = mse_loss(fc2.forward(h), y);
+  std::vector<Tensor> params = {fc1.weight, fc1.bias, fc2.weight, fc2.bias};
+  std::vector<Tensor> inputs = params;
+  inputs.push_back(h);
+  std::vector<Tensor> g = autograd::grad({loss}, inputs, {}, /*retain_graph=*/true);
+  loss.backward();
+  for (size_t i = 0; i < params.size(); ++i) CHECK(vec(g[i]) == vec(params[i].grad()));
+  // d loss / d h = (2 / numel) (out − y) · W2, out = h W2ᵀ + b2
+  Tensor out = fc2.forward(h.detach()).detach();
+  std::vector<double> want = vec(matmul((out - y) * (2.0 / 6), fc2.weight.detach()));
+  std::vector<double> got = vec(g[4]);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
 }

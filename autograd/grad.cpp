@@ -1,0 +1,40 @@
+// grad.cpp — autograd::grad: the engine run with its inputs' gradients taken on the way and no
+// leaf accumulation.
+#include "autograd/grad.h"
+
+#include "autograd/node.h"
+
+namespace ampgrad::autograd {
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, const std::vector<Tensor>& grad_outputs,
+                         bool retain_graph, bool allow_unused) {
+  AMPGRAD_CHECK(!outputs.empty() && !inputs.empty(), "grad: needs at least one output and one input");
+  AMPGRAD_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
+                "grad: got " << grad_outputs.size() << " grad_outputs for " << outputs.size() << " outputs");
+  std::vector<Tensor> root_grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    AMPGRAD_CHECK(outputs[i].defined() && outputs[i].requires_grad(), "grad: output " << i << " does not require grad and has no grad_fn");
+    root_grads.push_back(root_gradient("grad", outputs[i], grad_outputs.empty() ? Tensor() : grad_outputs[i]));
+  }
+  // A leaf input's gradient is caught where it arrives; an intermediate one's is observed as its
+  // node receives it, and the walk goes on below it, since another input may lie there.
+  std::vector<const void*> targets;
+  Caught at_leaves, at_nodes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    AMPGRAD_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "grad: input " << i << " does not require grad");
+    const bool leaf = !inputs[i].grad_fn();
+    targets.push_back(leaf ? (const void*)inputs[i].impl_ptr().get() : (const void*)inputs[i].grad_fn().get());
+    (leaf ? at_leaves : at_nodes)[targets.back()] = Tensor();
+  }
+  run_backward(outputs, root_grads, retain_graph, {.stop_at = &at_leaves, .observe = &at_nodes, .accumulate_leaves = false});
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& g = at_leaves.count(targets[i]) ? at_leaves[targets[i]] : at_nodes[targets[i]];
+    AMPGRAD_CHECK(g.defined() || allow_unused, "grad: input " << i << " is not used in the graph of the outputs (allow_unused gives it an "
+                                                                     "undefined gradient)");
+    out.push_back(g);
+  }
+  return out;
+}
+
+}  // namespace ampgrad::autograd
