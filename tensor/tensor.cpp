@@ -144,7 +144,7 @@ Tensor arange(int64_t end, TensorOptions o) { return arange(0.0, (double)end, 1.
 
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions o) {
   Tensor host = empty(shape, TensorOptions(dtype));
-  std::memcpy(host.raw_data(), data, host.numel() * itemsize(dtype));
+  if (host.numel() > 0) std::memcpy(host.raw_data(), data, host.numel() * itemsize(dtype));  // an empty vector's data may be null
   if (o.dtype_ == dtype && o.device_.is_cpu()) return o.requires_grad_ ? host.requires_grad_() : host;
   Tensor out = empty(shape, o.requires_grad(false));
   kernels::copy_(out, host);
