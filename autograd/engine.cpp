@@ -1,8 +1,12 @@
-// engine.cpp — reverse-mode autodiff: count each node's consumers, then run nodes in an order
-// where every node runs after all of its consumers have delivered their gradients. Iterative
-// throughout (no recursion), so graph depth is bounded only by memory.
+// engine.cpp — reverse-mode autodiff: from one or more roots, count each node's consumers, then
+// run nodes in an order where every node runs after all of its consumers have delivered their
+// gradients, accumulating into the leaves' .grad or taking gradients at stop and observe points
+// (checkpoint, grad()). Iterative throughout (no recursion), so graph depth is bounded only by
+// memory.
+#include <algorithm>
 #include <atomic>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
@@ -124,24 +128,29 @@ Tensor root_gradient(const char* op, const Tensor& out, const Tensor& gradient) 
   return gradient.dtype() == out.dtype() ? gradient : gradient.detach().to(out.dtype());
 }
 
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph, const Catches& c) {
+// The key a gradient on its way along e is stopped or observed under: e's node, or its leaf.
+static const void* key_of(const Edge& e) { return e.fn ? (const void*)e.fn.get() : (const void*)e.leaf.get(); }
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph, const Catches& catches) {
+  AMPGRAD_CHECK(roots.size() == root_grads.size(), "backward: " << roots.size() << " roots and " << root_grads.size() << " gradients");
   NoGradGuard no_grad;  // gradients are plain values here: no double backward
   amp::suspend no_autocast;  // each gradient runs in the dtype its forward ran in
   InBackward profiled_as_backward;
-  auto stops = [&c](const void* target) { return c.stop_at && c.stop_at->count(target); };
+  auto stops = [&](const void* key) { return catches.stop_at && catches.stop_at->count(key); };
+  auto observed = [&](Node* n) { return catches.observe && catches.observe->count(n); };
 
-  // 0. A root that is a leaf, or a node stopped at itself, takes its gradient at once; the
-  //    others start the walk.
+  // 0. A root stopped at itself, or a leaf, takes its gradient at once; the others start the walk.
   std::unordered_map<Node*, Tensor> received;
   std::vector<Node*> starts;
   for (size_t r = 0; r < roots.size(); ++r) {
     Node* node = roots[r].grad_fn().get();
-    const void* target = node ? (const void*)node : roots[r].impl_ptr().get();
-    if (stops(target)) sum_into((*c.stop_at)[target], root_grads[r]);
-    else if (!node && c.accumulate_leaves) accumulate_into_leaf(roots[r].impl(), root_grads[r]);
-    else if (node) {
+    if (const void* key = node ? (const void*)node : roots[r].impl_ptr().get(); stops(key)) {
+      sum_into((*catches.stop_at)[key], root_grads[r]);
+    } else if (node) {
       if (!received.count(node)) starts.push_back(node);
       sum_into(received[node], root_grads[r]);
+    } else if (catches.accumulate_leaves) {
+      accumulate_into_leaf(roots[r].impl(), root_grads[r]);
     }
   }
 
@@ -160,6 +169,32 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
     }
   }
 
+  // 1b. With no leaves to accumulate (grad()), a node runs only if it leads to a gradient someone
+  //     wants: one of its edges goes to a stop point, an observed node or a node that runs
+  //     (PyTorch's exec_info). The rest neither runs nor frees its saved tensors. Children come
+  //     before parents in this depth-first post-order, the graph being acyclic.
+  std::unordered_set<Node*> runs;
+  auto wanted = [&](const Edge& e) {
+    if (!e || catches.accumulate_leaves) return bool(e);
+    return stops(key_of(e)) || (e.fn && (observed(e.fn.get()) || runs.count(e.fn.get())));
+  };
+  if (!catches.accumulate_leaves) {
+    std::unordered_set<Node*> seen;
+    std::vector<std::pair<Node*, bool>> dfs;  // (node, its children done)
+    for (Node* s : starts) dfs.push_back({s, false});
+    while (!dfs.empty()) {
+      auto [n, children_done] = dfs.back();
+      dfs.pop_back();
+      if (children_done) {
+        if (std::any_of(n->edges.begin(), n->edges.end(), wanted)) runs.insert(n);
+      } else if (seen.insert(n).second) {
+        dfs.push_back({n, true});
+        for (Edge& e : n->edges)
+          if (e.fn && !stops(e.fn.get()) && !seen.count(e.fn.get())) dfs.push_back({e.fn.get(), false});
+      }
+    }
+  }
+
   // 2. Run nodes whose consumers are all done, summing what each receives.
   std::vector<Node*> ready;
   for (Node* s : starts)
@@ -169,14 +204,15 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
     ready.pop_back();
     Tensor g = std::move(received[n]);  // undefined when no consumer sent anything
     received.erase(n);
-    if (c.observe && c.observe->count(n)) (*c.observe)[n] = g;
+    if (observed(n)) (*catches.observe)[n] = g;
+    if (!catches.accumulate_leaves && !runs.count(n)) continue;  // nothing below is wanted, nor waits for it
     Grads gs;
     if (g.defined()) {
       AMPGRAD_CHECK(n->backward, "backward: trying to backward through the graph a second time (through '"
                                      << n->name << "'); its saved values were freed after the first backward. "
                                      << "Pass retain_graph=true to the first backward if you need to call it twice");
       Needs needs(n->edges.size());
-      for (size_t i = 0; i < needs.size(); ++i) needs[i] = bool(n->edges[i]);
+      for (size_t i = 0; i < needs.size(); ++i) needs[i] = wanted(n->edges[i]);
       running_backward = n->name;
       gs = n->backward(g, needs);
       if (!retain_graph && !n->reusable) n->backward = nullptr;  // frees the saved tensors now
@@ -184,13 +220,13 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
     for (size_t i = 0; i < n->edges.size(); ++i) {
       Edge& e = n->edges[i];
       Tensor gi = i < gs.size() && gs[i].defined() && e ? sum_to(gs[i], n->input_shapes[i]) : Tensor();
-      if (const void* target = e.fn ? (const void*)e.fn.get() : e.leaf.get(); stops(target)) {
-        sum_into((*c.stop_at)[target], gi);
+      if (e && stops(key_of(e))) {
+        sum_into((*catches.stop_at)[key_of(e)], gi);
         continue;
       }
       if (e.leaf) {
         if (i < gs.size()) gs[i] = Tensor();  // drop our other handle, so a fresh gradient can be adopted
-        if (gi.defined() && c.accumulate_leaves) accumulate_into_leaf(*e.leaf, std::move(gi));
+        if (gi.defined() && catches.accumulate_leaves) accumulate_into_leaf(*e.leaf, std::move(gi));
         continue;
       }
       if (!e.fn) continue;

@@ -27,14 +27,14 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     (leaf ? at_leaves : at_nodes)[targets.back()] = Tensor();
   }
   run_backward(outputs, root_grads, retain_graph, {.stop_at = &at_leaves, .observe = &at_nodes, .accumulate_leaves = false});
-  std::vector<Tensor> out;
+  std::vector<Tensor> gradients;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& g = at_leaves.count(targets[i]) ? at_leaves[targets[i]] : at_nodes[targets[i]];
     AMPGRAD_CHECK(g.defined() || allow_unused, "grad: input " << i << " is not used in the graph of the outputs (allow_unused gives it an "
                                                                      "undefined gradient)");
-    out.push_back(g);
+    gradients.push_back(g);
   }
-  return out;
+  return gradients;
 }
 
 }  // namespace ampgrad::autograd

@@ -69,18 +69,26 @@ Edge edge_to(const Tensor& x);  // x's grad_fn, or x as a leaf; empty if x needs
 void attach(Tensor& out, std::shared_ptr<Node> node);  // numbers the node, makes it out's grad_fn
 uint64_t next_sequence_nr();   // the number the next recorded node gets
 
-// Gradients on their way to leaves (keyed by TensorImpl*) or nodes (Node*), by key.
+// Gradients taken on their way to leaves (keyed by TensorImpl*) or nodes (Node*): the gradient
+// arriving for a node is the gradient of its op's output, since every op has one differentiable
+// output (a multi-output op would need a key per output here).
 using Caught = std::unordered_map<const void*, Tensor>;
 
-// What a backward pass takes on its way, besides adding into the leaves' .grad:
+// What a backward pass takes on its way:
 struct Catches {
-  Caught* stop_at = nullptr;      // summed at these leaves or nodes instead of passed on, so nothing below runs (checkpoint's boundary)
-  Caught* observe = nullptr;      // the gradient each of these nodes receives, recorded as it runs on (grad()'s inputs)
-  bool accumulate_leaves = true;  // false: no .grad changes (grad())
+  // Leaves or nodes whose gradients are summed here instead of passed on or accumulated, so
+  // nothing below them runs (checkpoint's boundary, grad()'s leaf inputs).
+  Caught* stop_at = nullptr;
+  // Nodes (only) whose gradient is recorded as they receive it, the walk going on below them
+  // (grad()'s intermediate inputs).
+  Caught* observe = nullptr;
+  // true: other leaves add their gradients into .grad. false (grad()): no .grad changes, and only
+  // the nodes that lead to a stop or observe point run.
+  bool accumulate_leaves = true;
 };
 
 // Runs the backward pass from `roots`, each with its gradient (the engine: engine.cpp).
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph, const Catches& catches = {});
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph, const Catches& catches = {});
 
 // The gradient a backward from `out` starts with: `gradient`, checked against out's shape and
 // cast to its dtype, or ones if undefined and out has one element. `op` names the caller in errors.

@@ -3,6 +3,8 @@
 // autograd::grad. The cases that compute gradients run on every device (devices.h).
 #include <doctest/doctest.h>
 
+#include "amp/autocast.h"
+#include "autograd/checkpoint.h"
 #include "autograd/grad.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -256,13 +258,27 @@ DEVICE_TEST_CASE("autograd::grad: several outputs sum, an output may be an input
   CHECK(vec(g[0]) == std::vector<double>{7, 38});
   CHECK(vec(g[1]) == std::vector<double>{21});
   CHECK(vec(g[2]) == std::vector<double>{1, 10});  // an output's own gradient is its grad_output
-  // an output that another output consumes waits for it: w = Σ u, roots u and w
-  Tensor u2 = a * b, w2 = u2.sum();
-  CHECK(vec(autograd::grad({u2, w2}, {a}, {ones2, two})[0]) == std::vector<double>{(1 + 2) * 3, (10 + 2) * 3});
+  // an output that another output consumes waits for it, in either order of the roots: w = Σ u,
+  // roots u and w; u's own gradient (1, 10) + 2 = (3, 12), times b = 3 for a
+  for (bool reversed : {false, true}) {
+    CAPTURE(reversed);
+    Tensor u2 = a * b, w2 = u2.sum();
+    std::vector<Tensor> g2 = reversed ? autograd::grad({w2, u2}, {a, u2}, {two, ones2}) : autograd::grad({u2, w2}, {a, u2}, {ones2, two});
+    CHECK(vec(g2[0]) == std::vector<double>{9, 36});
+    CHECK(vec(g2[1]) == std::vector<double>{3, 12});
+  }
+  // a root twice sums, a leaf root that is an input gets its grad_output, an input twice gets
+  // its gradient twice
+  Tensor s2 = (a * 2.0).sum();
+  CHECK(vec(autograd::grad({s2, s2}, {a})[0]) == std::vector<double>{4, 4});
+  CHECK(vec(autograd::grad({a}, {a}, {ones2})[0]) == std::vector<double>{1, 10});
+  std::vector<Tensor> twice = autograd::grad({(a * 3.0).sum()}, {a, a});
+  CHECK((vec(twice[0]) == std::vector<double>{3, 3} && vec(twice[1]) == std::vector<double>{3, 3}));
 
   Tensor c = from_vector<double>({4}).to(dev).requires_grad_();
   Tensor s = (a * 2.0).sum();
   CHECK_THROWS_WITH_AS(autograd::grad({s}, {c}, {}, true), doctest::Contains("grad: input 0 is not used in the graph of the outputs"), Error);
+  CHECK_THROWS_WITH_AS(autograd::grad({s}, {c * 3.0}, {}, true), doctest::Contains("grad: input 0 is not used"), Error);  // an intermediate
   std::vector<Tensor> unused = autograd::grad({s}, {a, c}, {}, true, /*allow_unused=*/true);
   CHECK(vec(unused[0]) == std::vector<double>{2, 2});
   CHECK(!unused[1].defined());
@@ -272,10 +288,12 @@ DEVICE_TEST_CASE("autograd::grad: several outputs sum, an output may be an input
   CHECK_THROWS_WITH_AS(autograd::grad({s.detach()}, {a}), doctest::Contains("grad: output 0 does not require grad"), Error);
 }
 
-TEST_CASE("autograd::grad of a network's loss equals what backward() accumulates, and a hidden layer's gradient is its closed form") {
+DEVICE_TEST_CASE("autograd::grad of a network's loss equals what backward() accumulates, and a hidden layer's gradient is its closed form") {
   manual_seed(3);
   nn::Linear fc1(4, 5), fc2(5, 2);
-  Tensor x = randn({3, 4}), y = randn({3, 2});
+  fc1.to(dev);
+  fc2.to(dev);
+  Tensor x = randn({3, 4}).to(dev), y = randn({3, 2}).to(dev);
   Tensor h = relu(fc1.forward(x));
   Tensor loss = mse_loss(fc2.forward(h), y);
   std::vector<Tensor> params = {fc1.weight, fc1.bias, fc2.weight, fc2.bias};
@@ -284,10 +302,46 @@ TEST_CASE("autograd::grad of a network's loss equals what backward() accumulates
   std::vector<Tensor> g = autograd::grad({loss}, inputs, {}, /*retain_graph=*/true);
   loss.backward();
   for (size_t i = 0; i < params.size(); ++i) CHECK(vec(g[i]) == vec(params[i].grad()));
-  // d loss / d h = (2 / numel) (out − y) · W2, out = h W2ᵀ + b2
+  // d loss / d h = (2 / numel) (out − y) · W2, out = h W2ᵀ + b2: the same float32 products in
+  // another order (a sum of 2 terms), a few ulps apart at most, far under 1e-6 relative
   Tensor out = fc2.forward(h.detach()).detach();
   std::vector<double> want = vec(matmul((out - y) * (2.0 / 6), fc2.weight.detach()));
   std::vector<double> got = vec(g[4]);
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+}
+
+DEVICE_TEST_CASE("autograd::grad runs only what leads to an input: the rest of the graph stays for a later backward") {
+  // two losses on one hidden h: the gradient at h runs neither fc1's node nor anything below,
+  // so the second loss's backward still finds them (without retain_graph), as in PyTorch
+  manual_seed(4);
+  nn::Linear fc1(3, 4);
+  fc1.to(dev);
+  Tensor x = randn({2, 3}).to(dev);
+  Tensor h = fc1.forward(x);
+  Tensor loss1 = (h * h).sum(), loss2 = h.sum();
+  CHECK(vec(autograd::grad({loss1}, {h})[0]) == vec(h.detach() * 2.0));
+  loss2.backward();
+  CHECK(vec(fc1.bias.grad()) == std::vector<double>{2, 2, 2, 2});  // Σ over the batch of 2
+  // under fp16 autocast: the weight's gradient comes back float32 through the cast, and the
+  // cached cast node (reusable) still serves a backward after a grad() without retain_graph
+  amp::autocast ac(dev.type, kFloat16);
+  Tensor w = randn({4, 3}).to(dev).requires_grad_();
+  Tensor z1 = matmul(x, w.t()).sum(), z2 = matmul(x, w.t()).sum();
+  const Tensor dw = autograd::grad({z1}, {w})[0];
+  CHECK(dw.dtype() == kFloat32);
+  z2.backward();
+  CHECK(vec(w.grad()) == vec(dw));
+}
+
+TEST_CASE("autograd::grad through a checkpointed region: the region's weights get their gradients, and no .grad") {
+  manual_seed(5);
+  Tensor w = randn({3, 3}).requires_grad_(), x = randn({2, 3}).requires_grad_();
+  auto region = [&](const std::vector<Tensor>& in) { return relu(matmul(in[0], w)); };
+  const std::vector<Tensor> plain = autograd::grad({region({x}).sum()}, {w, x});
+  const std::vector<Tensor> checkpointed = autograd::grad({checkpoint(region, {x}).sum()}, {w, x});
+  CHECK(vec(checkpointed[0]) == vec(plain[0]));
+  CHECK(vec(checkpointed[1]) == vec(plain[1]));
+  CHECK(!w.grad().defined());
+  CHECK(!x.grad().defined());
 }

@@ -196,8 +196,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const Slices s = slices("index_select", x.shape(), dim, index);
   Shape out_shape = x.shape();
   out_shape[dim] = int64_t(s.index.size());
-  Tensor xc = contiguous_copy(x), out = empty(out_shape, x.dtype());
+  Tensor out = empty(out_shape, x.dtype());
   if (out.numel() == 0) return out;  // memcpy may not see the null pointers of empty storage
+  Tensor xc = contiguous_copy(x);
   const int64_t n = int64_t(s.index.size()), row_bytes = s.inner * x.element_size();
   const char* p = (const char*)xc.raw_data();
   char* o = (char*)out.raw_data();
