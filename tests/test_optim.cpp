@@ -249,21 +249,18 @@ TEST_CASE("optimizer state_dict: round trip, and strict loading") {
   bad = st;
   bad.scalars.erase("param_groups.0.eps");
   expect_error(bad, "missing key 'param_groups.0.eps'");
-  bad = st;
-  bad.scalars["param_groups.0.lr"] = -1;
-  expect_error(bad, "'param_groups.0.lr' must be >= 0, got -1");
-  bad = st;
-  bad.scalars["param_groups.0.momentum"] = 0.9;
-  expect_error(bad, "unexpected key 'param_groups.0.momentum'");
-  bad = st;
-  bad.scalars["param_groups.0.num_params"] = 2;
-  expect_error(bad, "'param_groups.0.num_params' is 2, this optimizer's group 0 has 1 parameters");
-  bad = st;
-  bad.scalars["param_groups.1.num_params"] = 1;
-  expect_error(bad, "the state has 2 parameter groups, this optimizer 1");
-  bad = st;
-  bad.scalars["param_groups.0.beta2"] = 1;
-  expect_error(bad, "betas must be in [0, 1), got (0.9, 1)");
+  const std::tuple<std::string, double, std::string> bad_scalars[] = {
+      {"param_groups.0.lr", -1, "'param_groups.0.lr' must be >= 0, got -1"},
+      {"param_groups.0.momentum", 0.9, "unexpected key 'param_groups.0.momentum'"},
+      {"param_groups.0.num_params", 2, "'param_groups.0.num_params' is 2, this optimizer's group 0 has 1 parameters"},
+      {"param_groups.1.num_params", 1, "the state has 2 parameter groups, this optimizer 1"},
+      {"param_groups.0.beta2", 1, "betas must be in [0, 1), got (0.9, 1)"},
+  };
+  for (const auto& [key, value, message] : bad_scalars) {
+    bad = st;
+    bad.scalars[key] = value;
+    expect_error(bad, message);
+  }
   // A refused load leaves the optimizer as it was, options included.
   optim::Adam c({q}, {.lr = 0.5, .betas = {0.5, 0.5}});
   bad = st;
