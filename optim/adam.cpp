@@ -13,11 +13,15 @@ static void check_options(const AdamOptions& o) {
 }
 
 Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups, bool decoupled)
-    : Optimizer(groups, decoupled ? "AdamW" : "Adam"), decoupled_(decoupled) {
-  for (const ParamGroup<AdamOptions>& g : groups) {
-    check_options(g.options);
-    options_.push_back(g.options);
-  }
+    : Optimizer(decoupled ? "AdamW" : "Adam"), decoupled_(decoupled) {
+  for (const ParamGroup<AdamOptions>& g : groups) add_param_group(g);
+  require_params();
+}
+
+void Adam::add_param_group(const ParamGroup<AdamOptions>& group) {
+  check_options(group.options);
+  add_group(group.params, group.options.lr);
+  options_.push_back(group.options);
 }
 
 std::vector<ParamGroup<AdamOptions>> AdamW::as_adam(const std::vector<ParamGroup<AdamWOptions>>& groups) {

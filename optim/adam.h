@@ -29,6 +29,9 @@ class Adam : public Optimizer {
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {}) : Adam({{std::move(params), options}}) {}
   // A group's options; their lr is the initial rate, lr(group) the live one.
   const AdamOptions& options(size_t group = 0) const { return options_[check_group(group)]; }
+  // As torch.optim's: one more group (say, layers unfrozen for fine-tuning). A scheduler made
+  // before does not schedule it.
+  void add_param_group(const ParamGroup<AdamOptions>& group);
 
  protected:
   Adam(std::vector<ParamGroup<AdamOptions>> groups, bool decoupled_weight_decay);
@@ -50,6 +53,7 @@ class AdamW : public Adam {
  public:
   explicit AdamW(const std::vector<ParamGroup<AdamWOptions>>& groups) : Adam(as_adam(groups), true) {}
   explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {}) : AdamW({{std::move(params), options}}) {}
+  void add_param_group(const ParamGroup<AdamWOptions>& group) { Adam::add_param_group(as_adam({group})[0]); }
 
  private:
   static std::vector<ParamGroup<AdamOptions>> as_adam(const std::vector<ParamGroup<AdamWOptions>>& groups);

@@ -14,22 +14,24 @@
 
 namespace ampgrad::optim {
 
+// Every parameter is checked before the group joins, so a refused group leaves the optimizer as
+// it was. A parameter listed twice would take two steps each time.
 void Optimizer::add_group(const std::vector<Tensor>& params, double lr) {
-  params_.insert(params_.end(), params.begin(), params.end());
+  std::vector<Tensor> all = params_;
+  for (const Tensor& p : params) {
+    const size_t i = all.size();
+    AMPGRAD_CHECK(p.defined() && p.is_leaf(), name_ << ": parameter " << i << " is undefined or not a leaf tensor");
+    for (size_t j = 0; j < i; ++j)
+      AMPGRAD_CHECK(!p.is_same(all[j]), name_ << ": parameter " << i << " is parameter " << j << " again; a parameter may appear once, in one group");
+    all.push_back(p);
+  }
+  params_ = std::move(all);
   group_begin_.push_back(params_.size());
   lrs_.push_back(lr);
   state_.resize(params_.size());
 }
 
-// A parameter listed twice would take two steps each time.
-void Optimizer::check_params() const {
-  AMPGRAD_CHECK(!params_.empty(), name_ << ": got an empty parameter list");
-  for (size_t i = 0; i < params_.size(); ++i) {
-    AMPGRAD_CHECK(params_[i].defined() && params_[i].is_leaf(), name_ << ": parameter " << i << " is undefined or not a leaf tensor");
-    for (size_t j = 0; j < i; ++j)
-      AMPGRAD_CHECK(!params_[i].is_same(params_[j]), name_ << ": parameter " << i << " is parameter " << j << " again; a parameter may appear once, in one group");
-  }
-}
+void Optimizer::require_params() const { AMPGRAD_CHECK(!params_.empty(), name_ << ": got an empty parameter list"); }
 
 size_t Optimizer::group_of(size_t param) const {
   return size_t(std::upper_bound(group_begin_.begin(), group_begin_.end(), param) - group_begin_.begin()) - 1;

@@ -70,12 +70,10 @@ class Optimizer {
   void load_state_dict(const OptimizerState& state);
 
  protected:
-  // The groups' parameters and initial lrs; the derived optimizer keeps the rest of each group's
-  // options. `name` ("SGD", "Adam", ...) prefixes the messages of every check.
-  template <class Options> Optimizer(const std::vector<ParamGroup<Options>>& groups, const char* name) : name_(name) {
-    for (const ParamGroup<Options>& g : groups) add_group(g.params, g.options.lr);
-    check_params();
-  }
+  // `name` ("SGD", "Adam", ...) prefixes the messages of every check. The derived constructor
+  // adds the groups (add_group), then calls require_params.
+  explicit Optimizer(const char* name) : name_(name) {}
+  void require_params() const;  // an Error if no group brought a parameter
 
   // One parameter's state, created on its first step: the steps it has taken and the buffers
   // its update rule keeps (float32, the parameter's shape), named as in PyTorch. The count is a
@@ -101,6 +99,9 @@ class Optimizer {
   virtual void update_cuda(size_t group, const std::vector<FusedParam>& params, const float* found_inf) = 0;
 #endif
   size_t check_group(size_t group) const;  // group itself, or an Error naming the groups there are
+  // Appends a group of leaves, none of them a parameter already, with its initial lr (the
+  // derived optimizer's add_param_group checks and keeps the group's other options).
+  void add_group(const std::vector<Tensor>& params, double lr);
 
  private:
   // step() and step_if_finite(): checks every parameter with a gradient (float32, contiguous,
@@ -109,8 +110,6 @@ class Optimizer {
   // load_state_dict's checks and loading of the lrs and the per-parameter state, options already set.
   void load_state(const OptimizerState& state);
   size_t group_of(size_t param) const;
-  void add_group(const std::vector<Tensor>& params, double lr);
-  void check_params() const;  // some, each a leaf, none twice
 
   std::vector<Tensor> params_;
   std::vector<size_t> group_begin_ = {0};  // group g holds params_[group_begin_[g], group_begin_[g + 1])

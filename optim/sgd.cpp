@@ -10,11 +10,15 @@ static void check_options(const SGDOptions& o) {
   AMPGRAD_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: Nesterov momentum requires momentum > 0 and zero dampening");
 }
 
-SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) : Optimizer(groups, "SGD") {
-  for (const ParamGroup<SGDOptions>& g : groups) {
-    check_options(g.options);
-    options_.push_back(g.options);
-  }
+SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) : Optimizer("SGD") {
+  for (const ParamGroup<SGDOptions>& g : groups) add_param_group(g);
+  require_params();
+}
+
+void SGD::add_param_group(const ParamGroup<SGDOptions>& group) {
+  check_options(group.options);
+  add_group(group.params, group.options.lr);
+  options_.push_back(group.options);
 }
 
 std::map<std::string, double> SGD::options_state(size_t group) const {

@@ -23,6 +23,9 @@ class SGD : public Optimizer {
   explicit SGD(std::vector<Tensor> params, SGDOptions options = {}) : SGD({{std::move(params), options}}) {}
   // A group's options; their lr is the initial rate, lr(group) the live one.
   const SGDOptions& options(size_t group = 0) const { return options_[check_group(group)]; }
+  // As torch.optim's: one more group (say, layers unfrozen for fine-tuning). A scheduler made
+  // before does not schedule it.
+  void add_param_group(const ParamGroup<SGDOptions>& group);
 
  protected:
   std::vector<std::string> buffer_names(size_t group) const override;

@@ -372,6 +372,22 @@ TEST_CASE("parameter groups: views, empty groups and errors") {
   CHECK(error_of([&] { optim::SGD({{{a}, {.lr = 0.1}}, {{b}, {.lr = -1}}}); }).find("SGD: lr, momentum and weight_decay must be >= 0, got -1") !=
         std::string::npos);
   CHECK(error_of([&] { optim::AdamW({{{a}, {}}, {{b}, {.betas = {0.9, 1}}}}); }).find("betas must be in [0, 1), got (0.9, 1)") != std::string::npos);
+
+  // add_param_group: one more group with its own options; a refused one changes nothing
+  Tensor d = param({1});
+  optim::SGD sgd({a}, {.lr = 0.1});
+  sgd.add_param_group({{d}, {.lr = 0.5, .momentum = 0.9}});
+  CHECK(sgd.num_param_groups() == 2);
+  CHECK((sgd.lr(1) == 0.5 && sgd.options(1).momentum == 0.9));
+  set_grad(d, {1});
+  sgd.step();
+  close(vec(d), {0.5});  // 1 − 0.5·1: the momentum buffer starts as the gradient
+  CHECK(error_of([&] { sgd.add_param_group({{b, a}, {.lr = 0.1}}); }).find("SGD: parameter 3 is parameter 0 again") != std::string::npos);
+  CHECK(error_of([&] { sgd.add_param_group({{b}, {.lr = -1}}); }).find("SGD: lr, momentum and weight_decay must be >= 0") != std::string::npos);
+  CHECK((sgd.params().size() == 2 && sgd.num_param_groups() == 2));
+  optim::AdamW adamw({a});
+  adamw.add_param_group({{b}, {.lr = 0.1, .weight_decay = 0}});
+  CHECK((adamw.options(1).lr == 0.1 && adamw.options(1).weight_decay == 0 && adamw.options(0).weight_decay == 0.01));
 }
 
 TEST_CASE("optimizer state_dict with parameter groups, and a state saved before groups existed") {
