@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "autograd/grad_mode.h"
 
@@ -46,15 +47,25 @@ void Module::collect(const std::string& prefix, bool params, bool buffers, Named
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers, out);
 }
 
-NamedTensors Module::named_parameters() const {
+// A tensor reached twice (a module used in two places) is listed once, under its first name, as
+// by PyTorch's remove_duplicate: an optimizer given it twice would take two steps each time.
+static NamedTensors first_of_each(const NamedTensors& all) {
   NamedTensors out;
-  collect("", true, false, out);
+  std::unordered_set<const TensorImpl*> seen;
+  for (const auto& [name, t] : all)
+    if (seen.insert(t.impl_ptr().get()).second) out.emplace_back(name, t);
   return out;
 }
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors all;
+  collect("", true, false, all);
+  return first_of_each(all);
+}
 NamedTensors Module::named_buffers() const {
-  NamedTensors out;
-  collect("", false, true, out);
-  return out;
+  NamedTensors all;
+  collect("", false, true, all);
+  return first_of_each(all);
 }
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;

@@ -37,7 +37,8 @@ class Module {
     return m;
   }
 
-  // Recursive, in registration order: a module's own entries first, then each child's.
+  // Recursive, in registration order: a module's own entries first, then each child's; a tensor
+  // shared by two places once, under its first name (state_dict keeps every name).
   std::vector<Tensor> parameters() const;
   NamedTensors named_parameters() const;
   NamedTensors named_buffers() const;

@@ -14,6 +14,7 @@
 #include "autograd/gradcheck.h"
 #include "devices.h"
 #include "nn/nn.h"
+#include "optim/sgd.h"
 
 using namespace ampgrad;
 using In = const std::vector<Tensor>&;
@@ -73,6 +74,27 @@ TEST_CASE("registration: dotted names in registration order, recursive listings"
   CHECK(names(no_bias->named_parameters()) == std::vector<std::string>{"weight"});
   CHECK(!no_bias->bias.defined());
   CHECK(nn::LayerNorm(Shape{4}, 1e-5, false).parameters().empty());
+}
+
+TEST_CASE("a layer used twice is listed once among the parameters, and steps once") {
+  // the same Linear(2, 2) applied twice, y = W(Wx + b) + b: as PyTorch's parameters(), W and b
+  // once each, under their first names; state_dict keeps both names
+  auto shared = std::make_shared<nn::Linear>(2, 2);
+  nn::Sequential twice(shared, shared);
+  CHECK(names(twice.named_parameters()) == std::vector<std::string>{"0.weight", "0.bias"});
+  CHECK(names(twice.state_dict()) == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias"});
+  REQUIRE(twice.parameters().size() == 2);
+  // one SGD step over them moves b by lr·dL/db, once: L = Σ y, dL/db = Wᵀ·1 + 1 per element
+  {
+    NoGradGuard no_grad;
+    shared->weight.copy_(from_vector<float>({1, 2, 3, 4}, {2, 2}));
+    shared->bias.zero_();
+  }
+  optim::SGD opt(twice.parameters(), {.lr = 0.5});
+  twice.forward(from_vector<float>({1, 1}, {1, 2})).sum().backward();
+  opt.step();
+  // Wᵀ·1 = (1 + 3, 2 + 4) = (4, 6); plus 1: (5, 7); b = −0.5·(5, 7)
+  CHECK(to_vector<float>(shared->bias) == std::vector<float>{-2.5f, -3.5f});
 }
 
 TEST_CASE("train/eval reach every submodule, zero_grad clears grads") {
