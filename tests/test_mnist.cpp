@@ -104,6 +104,16 @@ TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {
     bool has_momentum = false;
     for (auto& [k, t] : ck.tensors) has_momentum |= k.find("momentum_buffer") != std::string::npos;
     CHECK(has_momentum);
+    // a checkpoint saved before parameter groups (flat "optimizer.lr", "optimizer.momentum", ...,
+    // no group size) resumes to the same weights
+    const std::string group = "optimizer.param_groups.0.";
+    std::map<std::string, std::string> old_meta;
+    for (auto& [k, v] : ck.metadata)
+      if (k != group + "num_params") old_meta[k.rfind(group, 0) == 0 ? "optimizer." + k.substr(group.size()) : k] = v;
+    REQUIRE(old_meta.count("optimizer.lr"));
+    data::save_safetensors(dir / "old.safetensors", ck.tensors, old_meta);
+    c.resume_path = dir / "old.safetensors";
+    CHECK(weights_bytes(*mnist::train(c, log).model) == weights_bytes(*straight.model));
   }
 }
 
