@@ -9,7 +9,7 @@
 namespace ampgrad::amp {
 
 namespace {
-constexpr Cast LP = Cast::lower_precision, F32 = Cast::fp32, PRO = Cast::promote, IN = Cast::input_dtype;
+constexpr Cast LP = Cast::lower_precision, F32 = Cast::fp32, PRO = Cast::promote, IN = Cast::input_dtype, BAN = Cast::banned;
 
 constexpr std::array<PolicyRow, kNumOps> kTable{{
     //  op                     name            cuda  cpu
@@ -69,8 +69,11 @@ constexpr std::array<PolicyRow, kNumOps> kTable{{
     {Op::cross_entropy,   "cross_entropy",   F32, F32},
     {Op::nll_loss,        "nll_loss",        F32, F32},
     {Op::mse_loss,        "mse_loss",        F32, F32},
+    {Op::binary_cross_entropy, "binary_cross_entropy", BAN, F32},
+    {Op::binary_cross_entropy_with_logits, "binary_cross_entropy_with_logits", F32, F32},
     {Op::max_pool2d,      "max_pool2d",      IN,  IN},
     {Op::layer_norm,      "layer_norm",      F32, IN},
+    {Op::batch_norm,      "batch_norm",      IN,  IN},
     {Op::dropout,         "dropout",         IN,  IN},
     {Op::embedding,       "embedding",       IN,  IN},
 }};
@@ -93,14 +96,25 @@ const char* cast_name(Cast c) {
     case Cast::fp32: return "fp32";
     case Cast::promote: return "promote";
     case Cast::input_dtype: return "input_dtype";
+    case Cast::banned: return "banned";
   }
   return "?";
 }
 
+// PyTorch's CUDA autocast refuses binary_cross_entropy: its input is usually a sigmoid's output,
+// and a float16 sigmoid rounds every logit past ~8 to exactly 1 (and past ~-17 to 0), where a log
+// then gives -inf; casting that rounded input up to float32 cannot bring the lost digits back.
+const char* why_banned(Op op) {
+  if (op == Op::binary_cross_entropy)
+    return "binary_cross_entropy is unsafe to autocast: a float16 sigmoid before it rounds large logits to exactly 0 or 1. Pass "
+           "the logits to binary_cross_entropy_with_logits instead, which autocast runs in float32 (PyTorch refuses it likewise)";
+  return "this op is unsafe to autocast";
+}
+
 void print_policy_table(std::ostream& os) {
-  os << std::left << std::setw(16) << "op" << std::setw(18) << "cuda" << "cpu\n";
+  os << std::left << std::setw(34) << "op" << std::setw(18) << "cuda" << "cpu\n";
   for (const PolicyRow& r : kTable)
-    os << std::setw(16) << r.name << std::setw(18) << cast_name(r.cuda) << cast_name(r.cpu) << "\n";
+    os << std::setw(34) << r.name << std::setw(18) << cast_name(r.cuda) << cast_name(r.cpu) << "\n";
 }
 
 }  // namespace ampgrad::amp

@@ -32,12 +32,13 @@ enum class Op : uint8_t {
   reshape, view, flatten, transpose, permute, narrow, select, index_select, expand, unsqueeze, squeeze,
   contiguous, clone, cat, stack, to,
   // neural-network ops
-  softmax, log_softmax, cross_entropy, nll_loss, mse_loss, max_pool2d, layer_norm, dropout,
-  embedding, kCount
+  softmax, log_softmax, cross_entropy, nll_loss, mse_loss, binary_cross_entropy, binary_cross_entropy_with_logits, max_pool2d,
+  layer_norm, batch_norm, dropout, embedding, kCount
 };
 inline constexpr size_t kNumOps = size_t(Op::kCount);
 
-enum class Cast : uint8_t { lower_precision, fp32, promote, input_dtype };
+// banned: the op refuses to run under autocast on that device type (why_banned says why)
+enum class Cast : uint8_t { lower_precision, fp32, promote, input_dtype, banned };
 
 struct PolicyRow {
   Op op;
@@ -48,6 +49,7 @@ struct PolicyRow {
 const PolicyRow& policy(Op op);
 Cast category(Op op, DeviceType device);
 const char* cast_name(Cast c);
+const char* why_banned(Op op);  // the error a banned op raises, and its way out
 const std::array<PolicyRow, kNumOps>& policy_table();
 void print_policy_table(std::ostream& os);
 

@@ -3,6 +3,7 @@
 //   fp32:            16-bit inputs -> float32
 //   promote:         floating inputs -> the widest floating dtype among them
 //   input_dtype:     nothing
+//   banned:          an error (amp::why_banned)
 // Only tensors on the autocast device type are touched; the first defined input decides it.
 #include "autograd/autocast.h"
 
@@ -49,6 +50,7 @@ void autocast_inputs(amp::Op op, Tensor* xs, size_t n) {
           if (castable(xs[i])) target = target ? promote_types(*target, xs[i].dtype()) : xs[i].dtype();
         break;
       case amp::Cast::input_dtype: break;
+      case amp::Cast::banned: break;  // raised below, once the trace has the call
     }
     for (size_t i = 0; target && i < n; ++i) {
       if (!castable(xs[i]) || xs[i].dtype() == *target) continue;
@@ -60,8 +62,9 @@ void autocast_inputs(amp::Op op, Tensor* xs, size_t n) {
     for (size_t i = 0; i < n; ++i)  // the dtype the kernel sees, after ordinary promotion
       if (xs[i].defined() && xs[i].is_floating_point())
         ev.run_dtype = ev.run_dtype ? promote_types(*ev.run_dtype, xs[i].dtype()) : xs[i].dtype();
-    amp::trace_record(std::move(ev));
+    amp::trace_record(ev);
   }
+  AMPGRAD_CHECK(!(ev.autocast_on && ev.category == amp::Cast::banned), amp::why_banned(op) << " (autocast is on for " << device_type_name(dev) << ")");
 }
 
 }  // namespace ampgrad::autograd

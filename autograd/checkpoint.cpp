@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 #include <unordered_set>
+#include <utility>
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
@@ -105,6 +106,8 @@ std::string describe(const Shape& shape, DType dtype, Device device) {
 }
 std::string describe(const Tensor& t) { return describe(t.shape(), t.dtype(), t.device()); }
 
+thread_local bool rerunning = false;
+
 Grads rerun(const Region& r, const Tensor& grad_out) {
   std::vector<Tensor> saved;
   for (const Saved& s : r.inputs) saved.push_back(s.get());
@@ -118,6 +121,10 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
     amp::autocast cpu(DeviceType::CPU, r.autocast_dtype[0], r.autocast_on[0]);
     amp::autocast gpu(DeviceType::CUDA, r.autocast_dtype[1], r.autocast_on[1]);
     ReplayDraws same_draws(r.draws);
+    struct Flag {  // restored on a throw too, and around a nested region's own rerun
+      bool was = std::exchange(rerunning, true);
+      ~Flag() { rerunning = was; }
+    } flag;
     out = r.fn(inputs);
   }
   AMPGRAD_CHECK(out.defined() && out.shape() == r.out_shape && out.dtype() == r.out_dtype && out.device() == r.out_device,
@@ -138,6 +145,8 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
 }
 
 }  // namespace
+
+bool in_checkpoint_rerun() { return rerunning; }
 
 Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
   if (!is_grad_enabled()) return fn(inputs);  // no graph, so nothing to keep

@@ -1,9 +1,11 @@
-// nn_ops.cpp — softmax family, losses, convolution, pooling, layer norm, dropout, embedding.
-// Softmax + cross-entropy and layer norm are fused by hand (the first's gradient is simply
-// softmax − one-hot, weighed); mse is composed from the library's own ops, so its backward comes free.
+// nn_ops.cpp — softmax family, losses, convolution, pooling, dropout, embedding (the
+// normalisations are in normalization.cpp). Softmax + cross-entropy is fused by hand (its gradient
+// is simply softmax − one-hot, weighed); mse is composed from the library's own ops, so its
+// backward comes free.
 // Letters: N batch, C classes or channels, H W image, k kernel.
 #include <cmath>
 
+#include "autograd/grad_mode.h"
 #include "autograd/op_support.h"
 
 namespace ampgrad {
@@ -153,6 +155,96 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
   return reduction == Reduction::Mean ? mean(squares) : sum(squares);
 }
 
+// ---- binary cross-entropy: every element its own two-class problem (multi-label outputs), the
+// target the probability of class 1. One node per op, its per-element closed form beside the
+// forward, then the reduction, whose backward comes free. weight and pos_weight are constants,
+// as in PyTorch, and broadcast against the input.
+
+static void check_binary_loss(const char* op, const Tensor& input, const Tensor& target, std::initializer_list<std::pair<const Tensor*, const char*>> constants) {
+  require_floating(op, input.dtype());
+  require_floating(op, target.dtype());
+  AMPGRAD_CHECK(target.shape() == input.shape(), op << ": target of shape " << shape_str(target.shape()) << " must have the input's shape "
+                                                     << shape_str(input.shape()));
+  for (auto [t, name] : constants) {
+    if (!t->defined()) continue;
+    const Shape& from = t->shape();  // broadcasts: aligned at the right, each dim 1 or the input's
+    bool fits = from.size() <= input.shape().size();
+    for (size_t i = 1; fits && i <= from.size(); ++i) fits = from[from.size() - i] == 1 || from[from.size() - i] == input.shape()[input.shape().size() - i];
+    AMPGRAD_CHECK(fits,
+                  op << ": " << name << " of shape " << shape_str(t->shape()) << " does not broadcast to the input's shape " << shape_str(input.shape()));
+    AMPGRAD_CHECK(!(is_grad_enabled() && t->requires_grad()), op << ": " << name << " takes no gradient (as in PyTorch); pass it detached");
+  }
+}
+
+static Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
+
+static Tensor reduce_elements(const Tensor& losses, Reduction reduction, DType dtype) {
+  Tensor out = reduction == Reduction::None ? losses : reduction == Reduction::Mean ? mean(losses) : sum(losses);
+  return out.dtype() == dtype ? out : to(out, dtype);
+}
+
+// −w · (t log p + (1 − t) log(1 − p)), each log clamped at −100 as PyTorch's, so p = 0 or 1 gives
+// a loss of 100, not inf. Under CUDA autocast it is refused (amp::why_banned): use the next one.
+Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, const BCEOptions& o) {
+  auto [p, t, w] = autocast(Op::binary_cross_entropy, input_in, target_in, o.weight);
+  check_binary_loss("binary_cross_entropy", p, t, {{&w, "weight"}});
+  if (p.device().is_cpu() && p.numel() > 0) {  // on a GPU this read would cost a sync per step; there a log of a negative gives NaN
+    const std::vector<double> range{min(p.detach()).item<double>(), max(p.detach()).item<double>()};
+    AMPGRAD_CHECK(range[0] >= 0 && range[1] <= 1, "binary_cross_entropy: input values must be probabilities in [0, 1], got values from "
+                                                       << range[0] << " to " << range[1]);
+  }
+  using B = kernels::Binary;
+  const Tensor pm = widened(p.detach()), tm = widened(t.detach());
+  auto clamped_log = [](const Tensor& v) { return kernels::clamp(kernels::unary(kernels::Unary::log, v), -100.0, std::nullopt); };
+  const Tensor one = scalar_like(1, pm), log_p = clamped_log(pm), log_q = clamped_log(kernels::binary(B::sub, one, pm));
+  // −(t log p + (1 − t) log q) = −(log q + t (log p − log q))
+  Tensor loss = kernels::unary(kernels::Unary::neg, kernels::binary(B::add, log_q, kernels::binary(B::mul, tm, kernels::binary(B::sub, log_p, log_q))));
+  if (w.defined()) loss = kernels::binary(B::mul, loss, widened(w.detach()));
+  record("binary_cross_entropy", loss, {p, t}, [p = Saved(p), t = Saved(t), w = detached(w)](const Tensor& g, const Needs& need) {
+    const Tensor pm = widened(p.get()), gw = w.defined() ? g * widened(w) : g;
+    auto log_clamped = [](const Tensor& v) { return clamp(log(v), -100.0, std::nullopt); };
+    // d/dp = (p − t) / (p (1 − p)), the denominator kept from 0 at 1e-12 as PyTorch's
+    return grads(need[0] ? rounded_to(gw * (pm - widened(t.get())) / clamp(pm * (1.0 - pm), 1e-12, std::nullopt), p.get().dtype()) : Tensor(),
+                 need[1] ? rounded_to(gw * (log_clamped(1.0 - pm) - log_clamped(pm)), t.get().dtype()) : Tensor());  // d/dt = log q − log p
+  });
+  return reduce_elements(loss, o.reduction, p.dtype());
+}
+
+// The same loss of p = σ(x), from the logit x itself, which no rounding of σ can spoil:
+//   (1 − t) x + l · softplus(−x),  l = 1 + (pos_weight − 1) t,  softplus(−x) = log(1 + e^(−x)),
+// written as log1p(e^(−|x|)) + max(−x, 0) so no exponential overflows. pos_weight > 1 weighs the
+// positive (t = 1) part of each element's loss up, as PyTorch's does.
+Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& target_in, const BCEWithLogitsOptions& o) {
+  auto [x, t, w, pw] = autocast(Op::binary_cross_entropy_with_logits, input_in, target_in, o.weight, o.pos_weight);
+  check_binary_loss("binary_cross_entropy_with_logits", x, t, {{&w, "weight"}, {&pw, "pos_weight"}});
+  using B = kernels::Binary;
+  using U = kernels::Unary;
+  auto softplus_neg = [](const Tensor& xm) {
+    return kernels::binary(B::add, kernels::unary(U::log1p, kernels::unary(U::exp, kernels::unary(U::neg, kernels::unary(U::abs, xm)))),
+                           kernels::unary(U::relu, kernels::unary(U::neg, xm)));
+  };
+  const Tensor xm = widened(x.detach()), tm = widened(t.detach()), one = scalar_like(1, xm);
+  const Tensor l = pw.defined() ? kernels::binary(B::add, one, kernels::binary(B::mul, kernels::binary(B::sub, widened(pw.detach()), one), tm)) : Tensor();
+  const Tensor sp = softplus_neg(xm);
+  Tensor loss = kernels::binary(B::add, kernels::binary(B::mul, kernels::binary(B::sub, one, tm), xm), l.defined() ? kernels::binary(B::mul, l, sp) : sp);
+  if (w.defined()) loss = kernels::binary(B::mul, loss, widened(w.detach()));
+  record("binary_cross_entropy_with_logits", loss, {x, t},
+         [x = Saved(x), t = Saved(t), w = detached(w), pw = detached(pw), softplus_neg](const Tensor& g, const Needs& need) {
+           const Tensor xm = widened(x.get()), tm = widened(t.get()), gw = w.defined() ? g * widened(w) : g;
+           Tensor dx, dt;
+           if (need[0]) {  // d/dx = l σ(x) − pos_weight t, which is σ(x) − t without pos_weight
+             dx = pw.defined() ? (1.0 + (widened(pw) - 1.0) * tm) * sigmoid(xm) - widened(pw) * tm : sigmoid(xm) - tm;
+             dx = rounded_to(gw * dx, x.get().dtype());
+           }
+           if (need[1]) {  // d/dt = −x + (pos_weight − 1) softplus(−x)
+             dt = pw.defined() ? (widened(pw) - 1.0) * softplus_neg(xm) - xm : -xm;
+             dt = rounded_to(gw * dt, t.get().dtype());
+           }
+           return grads(dx, dt);
+         });
+  return reduce_elements(loss, o.reduction, x.dtype());
+}
+
 // ---- convolution as im2col + GEMM
 // x (N, Cin, H, W), weight (Cout, Cin, kh, kw) -> (N, Cout, Ho, Wo)
 //   cols (N·Ho·Wo, Cin·kh·kw) = im2col(x);  out2 (N·Ho·Wo, Cout) = cols · W2ᵀ + b
@@ -198,40 +290,6 @@ Tensor max_pool2d(const Tensor& x_in, int64_t k, std::optional<int64_t> stride) 
     return grads(gx.view(x_shape));
   });
   return out;
-}
-
-// Normalises each row of the trailing dims to mean 0 and variance 1, then scales and shifts it:
-// y = (x − mean) · rstd · w + b, rstd = 1/√(var + eps). One fused kernel each way, as llm.c's
-// layernorm_forward / layernorm_backward: the forward keeps x and each row's mean and rstd, and
-// the backward rebuilds x̂ = (x − mean) · rstd from them. A float16/bfloat16 x is normalised in
-// float32 and rounded once, as PyTorch's kernel does (in float16 the square of 600 is inf).
-//   x (..., *normalized_shape), weight and bias (normalized_shape) -> y like x
-Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& w_in, const Tensor& b_in, double eps) {
-  auto [x, w, b] = autocast(Op::layer_norm, x_in, w_in, b_in);
-  const int64_t k = (int64_t)normalized_shape.size();
-  AMPGRAD_CHECK(k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
-                "layer_norm: normalized_shape " << shape_str(normalized_shape) << " does not match the trailing dims of input " << shape_str(x.shape()));
-  for (const Tensor* p : {&w, &b})
-    AMPGRAD_CHECK(!p->defined() || p->shape() == normalized_shape, "layer_norm: weight/bias of shape " << shape_str(p->shape()) << " must be " << shape_str(normalized_shape));
-  const int64_t D = numel_of(normalized_shape);
-  AMPGRAD_CHECK(D > 0, "layer_norm: normalized_shape " << shape_str(normalized_shape) << " has no elements");
-  require_floating("layer_norm", x.dtype());
-  // The kernel reads weight and bias in the math dtype; the casts are ops, so their gradients
-  // come back in the parameters' own dtypes.
-  const DType math = is_half(x.dtype()) ? kFloat32 : x.dtype();
-  const Tensor wm = w.defined() ? to(w.reshape({D}), math) : w, bm = b.defined() ? to(b.reshape({D}), math) : b;
-  const Tensor rows = x.reshape({-1, D});  // (R, D)
-  auto [y, mean, rstd] = kernels::layer_norm(rows, wm, bm, eps);
-  record("layer_norm", y, {rows, wm, bm}, [x = Saved(rows), mean, rstd, w = save_if(rows.requires_grad(), wm)](const Tensor& g, const Needs& need) {
-    // x̂ and g in the math dtype, for the parameters' gradients (summed over the rows)
-    auto x_hat = [&] {
-      return kernels::binary(kernels::Binary::mul, kernels::binary(kernels::Binary::sub, widened(x.get()), mean.unsqueeze(1)), rstd.unsqueeze(1));
-    };
-    return grads(need[0] ? kernels::layer_norm_backward(g, x, mean, rstd, w) : Tensor(),
-                 need[1] ? kernels::sum(kernels::binary(kernels::Binary::mul, widened(g), x_hat()), {0}, false) : Tensor(),  // dw = Σ_rows g x̂
-                 need[2] ? kernels::sum(widened(g), {0}, false) : Tensor());                                                  // db = Σ_rows g
-  });
-  return y.reshape(x.shape());
 }
 
 // Zeroes each element with probability p and scales survivors by 1/(1−p) (train mode only).

@@ -130,11 +130,32 @@ struct NLLLossOptions {
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NLLLossOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// Binary cross-entropy over elements (multi-label outputs): input and target of one shape, the
+// target each element's probability of class 1. `weight` weighs each element's loss and
+// `pos_weight` its positive part; both broadcast against the input and take no gradient.
+struct BCEOptions {
+  Tensor weight = {};
+  Reduction reduction = Reduction::Mean;
+};
+struct BCEWithLogitsOptions {
+  Tensor weight = {};
+  Tensor pos_weight = {};
+  Reduction reduction = Reduction::Mean;
+};
+// input: probabilities in [0, 1]. Refused under CUDA autocast, as in PyTorch (amp/policy.cpp).
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCEOptions& options = {});
+// input: logits, the sigmoid fused in: exact where a 16-bit sigmoid would round to 0 or 1.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const BCEWithLogitsOptions& options = {});
 // x (N, Cin, H, W), weight (Cout, Cin, kh, kw), bias (Cout) -> (N, Cout, Ho, Wo)
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1, int64_t padding = 0);
 Tensor max_pool2d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride = {});
 // normalises over the trailing dims of normalized_shape; weight/bias may be undefined
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+// normalises each channel (dim 1) of x (N, C, ...): with the batch's statistics when training
+// (and then moves running_mean/var towards them by momentum, if given), with running_mean/var
+// when not. Every (C) tensor may be undefined but the running pair when not training.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {}, const Tensor& bias = {},
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
 // int64 indices of any shape (...), weight (V, D) -> (..., D): the rows the indices name
 Tensor embedding(const Tensor& indices, const Tensor& weight);

@@ -6,6 +6,10 @@
 //                                               std::make_shared<nn::ReLU>());
 //   net->push_back(std::make_shared<nn::Linear>(128, 10));      // named "2"
 //   Tensor logits = net->forward(x);
+//
+// The constructor's arguments are made in an order C++ leaves to the compiler, so two layers that
+// draw their weights from one generator belong in separate push_backs where the draws must not
+// depend on the compiler (examples/mnist/models.cpp).
 #pragma once
 #include "autograd/checkpoint.h"
 #include "nn/module.h"

@@ -11,6 +11,11 @@
 
 namespace ampgrad::nn::functional {
 
+using ampgrad::batch_norm;
+using ampgrad::BCEOptions;
+using ampgrad::BCEWithLogitsOptions;
+using ampgrad::binary_cross_entropy;
+using ampgrad::binary_cross_entropy_with_logits;
 using ampgrad::conv2d;
 using ampgrad::cross_entropy;
 using ampgrad::CrossEntropyOptions;

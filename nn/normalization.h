@@ -1,9 +1,16 @@
-// normalization.h — LayerNorm over the trailing dims, with an optional learned scale and shift
-// (weight = 1, bias = 0 initially, as in PyTorch). The op itself is autograd's layer_norm().
+// normalization.h — LayerNorm over the trailing dims, and BatchNorm1d/2d over each channel, with
+// an optional learned scale and shift (weight = 1, bias = 0 initially, as in PyTorch). The ops
+// themselves are autograd's layer_norm() and batch_norm().
 //
 //   auto ln = std::make_shared<nn::LayerNorm>(Shape{64});
 //   Tensor y = ln->forward(x);          // x (N, T, 64): each row normalised to mean 0, var 1
+//   auto bn = std::make_shared<nn::BatchNorm2d>(32);
+//   Tensor z = bn->forward(img);        // img (N, 32, H, W): each channel over N, H, W; eval() uses
+//                                       // the running estimates that training gathered
 #pragma once
+#include <optional>
+#include <vector>
+
 #include "autograd/ops.h"
 #include "nn/module.h"
 
@@ -22,6 +29,43 @@ class LayerNorm : public Module {
   Shape normalized_shape;
   double eps;
   Tensor weight, bias;  // normalized_shape each, undefined without elementwise_affine
+};
+
+struct BatchNormOptions {
+  double eps = 1e-5;
+  std::optional<double> momentum = 0.1;  // none: the running estimates are plain averages of every batch so far
+  bool affine = true;                    // learn weight and bias
+  bool track_running_stats = true;       // without: batch statistics in eval mode too, and no buffers
+};
+
+// BatchNorm1d and BatchNorm2d differ only in the input ranks they take, as PyTorch's _BatchNorm.
+// Buffers: running_mean (zeros), running_var (ones), num_batches_tracked (int64, 0-d); a
+// state_dict holds them beside weight and bias.
+class BatchNorm : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  void reset_running_stats();
+
+  int64_t num_features;
+  BatchNormOptions options;
+  Tensor weight, bias;                                         // (C), undefined without affine
+  Tensor running_mean, running_var, num_batches_tracked;      // undefined without track_running_stats
+
+ protected:
+  BatchNorm(const char* name, std::vector<int64_t> ranks, int64_t num_features, BatchNormOptions options);
+
+ private:
+  const char* name_;
+  std::vector<int64_t> ranks_;  // the input dims this kind accepts
+};
+
+class BatchNorm1d : public BatchNorm {  // x (N, C) or (N, C, L)
+ public:
+  explicit BatchNorm1d(int64_t num_features, BatchNormOptions options = {}) : BatchNorm("BatchNorm1d", {2, 3}, num_features, options) {}
+};
+class BatchNorm2d : public BatchNorm {  // x (N, C, H, W)
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {}) : BatchNorm("BatchNorm2d", {4}, num_features, options) {}
 };
 
 }  // namespace ampgrad::nn

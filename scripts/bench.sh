@@ -7,6 +7,7 @@
 #   scripts/bench.sh gemm            # GEMM + MLP-step table (Google Benchmark, medians of 5)
 #   scripts/bench.sh mlp             # MLP epoch, ampgrad vs PyTorch, 3 runs each, alternating
 #   scripts/bench.sh cnn             # CNN epoch, 1 run each (PyTorch takes ~30 s here)
+#   scripts/bench.sh cnn-bn          # the CNN with batch norm, likewise (--cnn-runs for both)
 #   scripts/bench.sh amp             # ampgrad's fp16/bf16 autocast epochs vs its float32 epoch
 #   scripts/bench.sh amp --torch-amp # ... and PyTorch's CPU bf16 autocast epoch beside them
 #   scripts/bench.sh gpt             # GPT ms/step and loss: ampgrad f32/fp16/bf16, PyTorch f32/bf16
@@ -19,10 +20,10 @@ cd "$(dirname "$0")/.."
 
 usage() {
   cat <<'EOF'
-usage: scripts/bench.sh [gemm|mlp|cnn|amp|gpt|all]... [options]
+usage: scripts/bench.sh [gemm|mlp|cnn|cnn-bn|amp|gpt|all]... [options]
   --runs N          runs per side for mlp, amp and gpt (default 3; gpt run i uses seed i)
-  --cnn-runs N      epoch runs per side for cnn (default 1)
-  --amp-model M     model of the amp section: mlp | cnn (default mlp)
+  --cnn-runs N      epoch runs per side for cnn and cnn-bn (default 1)
+  --amp-model M     model of the amp section: mlp | cnn | cnn-bn (default mlp)
   --torch-amp       amp section: also PyTorch's float32 and CPU bf16 autocast epochs (slow for cnn)
   --gpt-steps N     training steps per GPT run (default 500)
   --no-torch-tuned  mlp/cnn: skip the second PyTorch column (OMP_WAIT_POLICY=PASSIVE, which stops
@@ -39,8 +40,8 @@ EOF
 sections=() runs=3 cnn_runs=1 gpt_steps=500 amp_model=mlp torch_amp=0 torch_tuned=1 reps=5 filter="" limit=0 threads=2 wait_quiet=0 build=1
 while (($#)); do
   case "$1" in
-    gemm | mlp | cnn | amp | gpt) sections+=("$1") ;;
-    all) sections+=(gemm mlp cnn amp gpt) ;;
+    gemm | mlp | cnn | cnn-bn | amp | gpt) sections+=("$1") ;;
+    all) sections+=(gemm mlp cnn cnn-bn amp gpt) ;;
     --runs) runs=$2; shift ;;
     --cnn-runs) cnn_runs=$2; shift ;;
     --gpt-steps) gpt_steps=$2; shift ;;
@@ -217,7 +218,7 @@ EOF
 
 section_amp() {
   local model=$amp_model n=$runs
-  [ "$model" = cnn ] && n=$cnn_runs
+  [ "$model" != mlp ] && n=$cnn_runs
   echo
   echo "== AMP epochs ($model): ampgrad float32 vs autocast fp16 / bf16, $n run(s) each, interleaved"
   check_quiet
@@ -309,7 +310,7 @@ mkdir -p "$out"
 # The sections with a PyTorch column install it (Debian's, on OpenBLAS); without it they still
 # measure ampgrad.
 for s in "${sections[@]}"; do
-  if [[ $s == mlp || $s == cnn || $s == gpt || ($s == amp && $torch_amp -eq 1) ]]; then
+  if [[ $s == mlp || $s == cnn* || $s == gpt || ($s == amp && $torch_amp -eq 1) ]]; then
     scripts/install-deps.sh --bench || echo "bench.sh: could not install PyTorch; ampgrad only"
     break
   fi
@@ -326,7 +327,7 @@ for s in "${sections[@]}"; do
   case "$s" in
     gemm) section_gemm ;;
     mlp) compare_epochs mlp "$runs" ;;
-    cnn) compare_epochs cnn "$cnn_runs" ;;
+    cnn | cnn-bn) compare_epochs "$s" "$cnn_runs" ;;
     amp) section_amp ;;
     gpt) section_gpt ;;
   esac

@@ -17,6 +17,7 @@ namespace ampgrad::kernels {
 struct Neg { template <class A> AMPGRAD_HD A operator()(A x) const { return -x; } };
 struct Exp { template <class A> AMPGRAD_HD A operator()(A x) const { return std::exp(x); } };
 struct Log { template <class A> AMPGRAD_HD A operator()(A x) const { return std::log(x); } };
+struct Log1p { template <class A> AMPGRAD_HD A operator()(A x) const { return std::log1p(x); } };  // log(1 + x), exact for tiny x
 struct Sqrt { template <class A> AMPGRAD_HD A operator()(A x) const { return std::sqrt(x); } };
 struct Abs { template <class A> AMPGRAD_HD A operator()(A x) const { return std::abs(x); } };
 struct Tanh { template <class A> AMPGRAD_HD A operator()(A x) const { return std::tanh(x); } };
@@ -79,6 +80,7 @@ template <class Body> void with_unary(Unary op, Body&& body) {
     case Unary::neg: return body(Neg{});
     case Unary::exp: return body(Exp{});
     case Unary::log: return body(Log{});
+    case Unary::log1p: return body(Log1p{});
     case Unary::sqrt: return body(Sqrt{});
     case Unary::abs: return body(Abs{});
     case Unary::tanh: return body(Tanh{});

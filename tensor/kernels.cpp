@@ -13,7 +13,7 @@
 namespace ampgrad::kernels {
 
 const char* unary_name(Unary op) {
-  static const char* names[] = {"neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu"};
+  static const char* names[] = {"neg", "exp", "log", "log1p", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu"};
   return names[(int)op];
 }
 const char* binary_name(Binary op) {

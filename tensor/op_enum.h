@@ -5,7 +5,7 @@
 
 namespace ampgrad::kernels {
 
-enum class Unary : uint8_t { neg, exp, log, sqrt, abs, tanh, sigmoid, relu, gelu };
+enum class Unary : uint8_t { neg, exp, log, log1p, sqrt, abs, tanh, sigmoid, relu, gelu };
 enum class Binary : uint8_t {
   add, sub, mul, div,
   eq, ne, lt, le, gt, ge,           // comparisons: output bool

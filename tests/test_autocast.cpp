@@ -4,12 +4,14 @@
 // check that every op consults the table.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <set>
 #include <sstream>
 
 #include "amp/autocast.h"
 #include "autograd/ops.h"
 #include "devices.h"
+#include "test_util.h"
 
 using namespace ampgrad;
 
@@ -86,10 +88,13 @@ TEST_CASE("policy table: rows in enum order, PyTorch's categories, printable") {
   CHECK(amp::category(Op::cross_entropy, DeviceType::CPU) == Cast::fp32);
   CHECK(amp::category(Op::cat, DeviceType::CPU) == Cast::promote);
   CHECK(amp::category(Op::relu, DeviceType::CUDA) == Cast::input_dtype);
+  CHECK(amp::category(Op::binary_cross_entropy, DeviceType::CUDA) == Cast::banned);  // as PyTorch's CUDA autocast
+  CHECK(amp::category(Op::binary_cross_entropy, DeviceType::CPU) == Cast::fp32);     // as PyTorch's CPU autocast
   std::ostringstream os;
   amp::print_policy_table(os);
   const std::string table = os.str();
-  CHECK(table.find("matmul          lower_precision   lower_precision") != std::string::npos);
+  CHECK(table.find("matmul" + std::string(28, ' ') + "lower_precision   lower_precision") != std::string::npos);
+  CHECK(table.find("binary_cross_entropy" + std::string(14, ' ') + "banned            fp32") != std::string::npos);
   CHECK(std::count(table.begin(), table.end(), '\n') == (long)amp::kNumOps + 1);
 }
 
@@ -169,7 +174,11 @@ DEVICE_TEST_CASE("every op of the library consults the policy table") {
   (void)index_select(x, 1, from_vector<int64_t>({2, 0}).to(dev));
   (void)squeeze(x); (void)contiguous(x); (void)clone(x); (void)cat({x, y}); (void)stack({x, y}); (void)to(x, kFloat64);
   (void)softmax(x, 1); (void)log_softmax(x, 1); (void)cross_entropy(x, t); (void)nll_loss(x, t); (void)mse_loss(x, y);
-  (void)max_pool2d(img, 2); (void)layer_norm(x, {3}); (void)dropout(x, 0.5, true);
+  (void)binary_cross_entropy_with_logits(x, y);
+  const std::string banned = error_of([&] { (void)binary_cross_entropy(sigmoid(x), sigmoid(y)); });  // consults, then refuses on CUDA
+  CHECK(banned.empty() == dev.is_cpu());
+  if (!dev.is_cpu()) CHECK(banned.find("binary_cross_entropy is unsafe to autocast") == 0);
+  (void)max_pool2d(img, 2); (void)layer_norm(x, {3}); (void)batch_norm(x, {}, {}, {}, {}, true); (void)dropout(x, 0.5, true);
   (void)embedding(t, w);
   std::set<amp::Op> seen;
   for (auto& e : trace.events()) seen.insert(e.op);
@@ -209,4 +218,22 @@ DEVICE_TEST_CASE("two micro-batches in one autocast region: both backwards reach
   }
   // d/dW of sum(x W^T) is the column sums of x: 4 + 8 = 12 per element
   CHECK(to_vector<float>(w.grad()) == std::vector<float>(6, 12.f));
+}
+
+// Why PyTorch's CUDA autocast refuses binary_cross_entropy. The CPU's autocast (PyTorch's too)
+// runs it in float32, and this shows what that cannot repair: a logit of 9 through a float16
+// sigmoid is exactly 1 (σ(9) = 0.99988, and float16's last step below 1 is 0.00049), so a target
+// of 0 costs the clamped 100 instead of 9.0001, with a gradient to match. The logits form is exact.
+TEST_CASE("binary_cross_entropy after a float16 sigmoid, and the logits form that autocast keeps exact") {
+  Tensor x = full({1}, 9.0).requires_grad_(), target = zeros({1});
+  amp::autocast ac(DeviceType::CPU, kFloat16);
+  Tensor p = sigmoid(x.to(kFloat16));
+  CHECK(p.item<double>() == 1.0);
+  CHECK(binary_cross_entropy(p, target).item<double>() == doctest::Approx(100));
+  Tensor exact = binary_cross_entropy_with_logits(x.to(kFloat16), target);  // fp32 row: the float16 logit 9 widened, exactly
+  CHECK(exact.dtype() == kFloat32);
+  CHECK(exact.item<double>() == doctest::Approx(9 + std::log1p(std::exp(-9.0))).epsilon(1e-6));
+  exact.backward();
+  CHECK(x.grad().item<double>() == doctest::Approx(1 / (1 + std::exp(-9.0))).epsilon(1e-3));  // σ(9) − 0, through the float16 cast
+  CHECK(std::string(amp::why_banned(amp::Op::binary_cross_entropy)).find("binary_cross_entropy_with_logits") != std::string::npos);
 }

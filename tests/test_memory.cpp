@@ -97,6 +97,31 @@ DEVICE_TEST_CASE("checkpoint_sequential gives the ordinary step's loss and gradi
   CHECK(step(*net, x, y, 3, kBFloat16) == step(*net, x, y, 0, kBFloat16));
 }
 
+DEVICE_TEST_CASE("checkpoint_sequential through BatchNorm: the same gradients, and the running statistics take the batch once") {
+  auto make = [&] {
+    manual_seed(3);
+    auto net = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(8, 8), std::make_shared<nn::BatchNorm1d>(8),
+                                                std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 8),
+                                                std::make_shared<nn::BatchNorm1d>(8), std::make_shared<nn::ReLU>(),
+                                                std::make_shared<nn::Linear>(8, 3));
+    net->to(dev);
+    return net;
+  };
+  auto plain = make(), checkpointed = make();  // two nets: each step moves its running statistics
+  manual_seed(4);
+  Tensor x = randn({16, 8}).to(dev), y = randint(0, 3, {16}).to(dev);
+  CHECK(step(*checkpointed, x, y, 2) == step(*plain, x, y, 0));  // segment 1, checkpointed, holds the first BatchNorm
+  const nn::StateDict a = plain->state_dict(), b = checkpointed->state_dict();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(a[i].first);
+    CHECK(to_vector<double>(a[i].second) == to_vector<double>(b[i].second));
+  }
+  auto bn = std::dynamic_pointer_cast<nn::BatchNorm>((*checkpointed)[1]);
+  REQUIRE(bn);
+  CHECK(bn->num_batches_tracked.item<int64_t>() == 1);
+}
+
 TEST_CASE("checkpoint_sequential: the peak holds one segment's activations, not all of them") {
   // 16 blocks of 256 wide on a batch of 1024: each activation is 1 MiB, and an ordinary step
   // keeps two per block (relu's output, dropout's) and dropout's bool mask until its backward;

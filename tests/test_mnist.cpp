@@ -117,6 +117,36 @@ TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {
   }
 }
 
+TEST_CASE("cnn-bn under bf16 autocast: learns, and resumes bit for bit with its running statistics") {
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  mnist::TrainConfig c;
+  c.data_dir = dir.path.string();
+  c.model = "cnn-bn";
+  c.amp = "bf16";
+  c.batch_size = 64;
+  c.epochs = 2;
+  std::ostringstream log;
+  mnist::TrainResult straight = mnist::train(c, log);
+  CHECK(straight.epochs[1].test_acc > 0.5);  // evaluated in eval mode, on the running statistics
+  const nn::StateDict sd = straight.model->state_dict();
+  auto find = [&](const std::string& key) {
+    for (auto& [k, t] : sd)
+      if (k == key) return t;
+    FAIL("no " << key);
+    return Tensor();
+  };
+  CHECK(find("1.num_batches_tracked").item<int64_t>() == 20);  // 2 epochs of ⌈600 / 64⌉ steps
+  CHECK(find("1.running_var").dtype() == kFloat32);
+  c.epochs = 1;
+  c.save_path = dir / "half.safetensors";
+  mnist::train(c, log);
+  c.epochs = 2;
+  c.resume_path = c.save_path;
+  c.save_path.clear();
+  CHECK(weights_bytes(*mnist::train(c, log).model) == weights_bytes(*straight.model));  // buffers included
+}
+
 // One epoch of the MLP on the first 64 samples, saved; returns its settings, set to resume from it.
 static mnist::TrainConfig saved_small_run(const TempDir& dir) {
   mnist::TrainConfig c;

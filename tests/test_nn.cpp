@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "amp/autocast.h"
 #include "autograd/gradcheck.h"
 #include "devices.h"
 #include "nn/nn.h"
@@ -247,6 +248,90 @@ DEVICE_TEST_CASE("LayerNorm forward by hand, and gradients by central difference
   set(ln2.weight, {0.5, -1, 2, 1.5, 0.3, -0.7});
   Tensor xs = randn({2, 2, 3}, kFloat64).to(dev).requires_grad_();
   CHECK(gradcheck([&](In) { return ln2.forward(xs); }, {xs, ln2.weight, ln2.bias}));
+}
+
+DEVICE_TEST_CASE("BatchNorm: batch statistics in train mode, running estimates in eval mode, PyTorch's buffers") {
+  nn::BatchNorm2d bn(2);
+  bn.to(dev);
+  std::vector<std::string> keys;
+  for (auto& [k, t] : bn.state_dict()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"weight", "bias", "running_mean", "running_var", "num_batches_tracked"});
+  CHECK(bn.named_parameters().size() == 2);
+  // channel 0 holds 1, 3, 5, 7 (mean 4, variance 5 biased, 20/3 unbiased); channel 1 holds 0, 0, 2, 2
+  // (mean 1, variance 1 biased, 4/3 unbiased)
+  Tensor x = from_vector<float>({1, 3, 0, 0, 5, 7, 2, 2}, {2, 2, 1, 2}).to(dev);
+  const double s0 = 1 / std::sqrt(5 + 1e-5), s1 = 1 / std::sqrt(1 + 1e-5);
+  close(vec(bn.forward(x)), {-3 * s0, -s0, -s1, -s1, s0, 3 * s0, s1, s1}, 1e-5);
+  close(vec(bn.running_mean), {0.4, 0.1});                             // 0.9 · 0 + 0.1 · mean
+  close(vec(bn.running_var), {0.9 + 0.1 * 20 / 3.0, 0.9 + 0.1 * 4 / 3.0});  // 0.9 · 1 + 0.1 · unbiased
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
+  bn.eval();
+  set(bn.weight, {2, 1});
+  set(bn.bias, {0, -1});
+  const double r0 = 1 / std::sqrt(0.9 + 2 / 3.0 + 1e-5), r1 = 1 / std::sqrt(0.9 + 0.4 / 3 + 1e-5);
+  close(vec(bn.forward(x)), {2 * 0.6 * r0, 2 * 2.6 * r0, -0.1 * r1 - 1, -0.1 * r1 - 1, 2 * 4.6 * r0, 2 * 6.6 * r0, 1.9 * r1 - 1, 1.9 * r1 - 1}, 1e-5);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);  // eval counts nothing
+  // one value per channel: refused in train mode (nothing counted), fine in eval mode
+  CHECK(bn.forward(x.narrow(0, 0, 1).narrow(3, 0, 1)).shape() == Shape{1, 2, 1, 1});
+  bn.train();
+  CHECK_THROWS_WITH_AS(bn.forward(x.narrow(0, 0, 1).narrow(3, 0, 1)), doctest::Contains("more than 1 value per channel"), Error);
+  CHECK_THROWS_WITH_AS(bn.forward(ones({2, 3, 1, 2}).to(dev)), doctest::Contains("input of shape [2, 3, 1, 2] has 3 channels (dim 1), but weight has shape [2]"), Error);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
+  CHECK_THROWS_WITH_AS(bn.forward(ones({2, 2, 2}).to(dev)), doctest::Contains("BatchNorm2d: expected 4D input (got 3D input of shape [2, 2, 2])"), Error);
+  CHECK_THROWS_WITH_AS(nn::BatchNorm1d(2).forward(ones({2, 2, 1, 1})), doctest::Contains("BatchNorm1d: expected 2D or 3D input (got 4D input"), Error);
+  bn.reset_running_stats();
+  close(vec(bn.running_mean), {0, 0});
+  close(vec(bn.running_var), {1, 1});
+
+  // momentum none: a plain average of the batches so far (the second's means are 10 higher)
+  nn::BatchNorm1d avg(2, {.momentum = std::nullopt});
+  avg.to(dev);
+  Tensor x3 = x.reshape({2, 2, 2});
+  avg.forward(x3);
+  avg.forward(x3 + 10.0);
+  close(vec(avg.running_mean), {9, 6});
+  close(vec(avg.running_var), {20 / 3.0, 4 / 3.0});
+  CHECK(avg.num_batches_tracked.item<int64_t>() == 2);
+
+  // no running statistics: no buffers, and eval mode normalises with the batch's own
+  nn::BatchNorm1d batch_only(2, {.affine = false, .track_running_stats = false});
+  CHECK(batch_only.state_dict().empty());
+  batch_only.eval();
+  close(vec(batch_only.forward(x3.to(dev))), {-3 * s0, -s0, -s1, -s1, s0, 3 * s0, s1, s1}, 1e-5);
+
+  // to(dtype) converts the statistics, not the count; gradients through the module in float64
+  nn::BatchNorm1d bn64(3);
+  bn64.to(dev);
+  bn64.to(kFloat64);
+  CHECK(bn64.running_var.dtype() == kFloat64);
+  CHECK(bn64.num_batches_tracked.dtype() == kInt64);
+  set(bn64.weight, {0.5, -1, 2});
+  manual_seed(8);
+  Tensor xs = randn({4, 3, 2}, kFloat64).to(dev).requires_grad_();
+  CHECK(gradcheck([&](In) { return bn64.forward(xs); }, {xs, bn64.weight, bn64.bias}));
+}
+
+DEVICE_TEST_CASE("BatchNorm under autocast: a 16-bit activation, float32 statistics and parameters") {
+  manual_seed(4);
+  nn::Conv2d conv(1, 2, 3);
+  nn::BatchNorm2d bn(2);
+  conv.to(dev);
+  bn.to(dev);
+  Tensor x = randn({4, 1, 5, 5}).to(dev), y;
+  {
+    amp::autocast ac(dev.type, kFloat16);
+    y = bn.forward(conv.forward(x));
+  }
+  CHECK(y.dtype() == kFloat16);                  // input_dtype: the conv's float16 output stays float16
+  CHECK(bn.running_mean.dtype() == kFloat32);   // the buffers keep their dtype
+  nn::BatchNorm2d ref(2);                          // the same step in float32, for the statistics
+  ref.to(dev);
+  Tensor y32 = ref.forward(conv.forward(x));
+  std::vector<double> a = vec(bn.running_var), b = vec(ref.running_var);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(2e-3));  // the conv's float16 rounding
+  sum(y * y.detach()).backward();
+  CHECK(bn.weight.grad().dtype() == kFloat32);
+  CHECK(conv.weight.grad().dtype() == kFloat32);
 }
 
 DEVICE_TEST_CASE("Embedding: PyTorch's N(0, 1) init, lookups, and a gradient per row") {

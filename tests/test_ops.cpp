@@ -287,6 +287,109 @@ DEVICE_TEST_CASE("layer_norm and dropout") {
   for (size_t i = 0; i < d32.size(); ++i) REQUIRE((d16[i] == 0) == (d32[i] == 0));
 }
 
+// Expected values from PyTorch 1.13 (torch.nn.functional.batch_norm in float64, the same x, w, b,
+// running statistics and loss Σ y·c).
+DEVICE_TEST_CASE("batch_norm against PyTorch: training, running statistics, eval, and gradients") {
+  auto f64 = [&](std::vector<double> v, Shape s) { return from_vector<double>(v, s).to(dev); };
+  Tensor x = f64({-2.5, 1.25, -0.5, 2.5, 0.75, -1.0, 2.0, 0.25, -1.5, 1.5, -0.25, -2.0,
+                  1.0, -0.75, 3.0, 0.5, -1.25, 2.5, 0.0, -1.75, 2.0, -0.5, -2.25, 1.5}, {2, 3, 2, 2}).requires_grad_();
+  Tensor w = f64({1.5, -0.5, 2.0}, {3}).requires_grad_(), b = f64({0.1, 0.2, -0.3}, {3}).requires_grad_();
+  Tensor rm = f64({0.5, -1.0, 0.0}, {3}), rv = f64({2.0, 1.0, 0.5}, {3});
+  Tensor c = (arange(0.0, 24.0, 1.0, kFloat64).to(dev) / 10.0 - 1.0).reshape({2, 3, 2, 2});
+  Tensor y = batch_norm(x, rm, rv, w, b, /*training=*/true, /*momentum=*/0.1);
+  close(vec(y), {-2.63348957278, 0.713640516338, -0.84835352525, 1.82935054604, 0.00247241057024, 0.617002688796, -0.436477788163,
+                 0.178052490063, -1.9667157996, 1.84292031377, -0.379367419029, -2.60165515183, 0.490498510397, -1.07149553119,
+                 2.27563455793, 0.0442144985147, 0.704792728543, -0.612057867656, 0.26584252981, 0.880372808036, 2.477859666,
+                 -0.696837095143, -2.91912482795, 1.84292031377}, 1e-9);
+  close(vec(rm), {0.50625, -0.88125, -0.01875}, 1e-12);                     // 0.9 · old + 0.1 · batch mean
+  close(vec(rv), {2.12276785714, 1.13169642857, 0.733482142857}, 1e-10);  // ... and the unbiased variance (× 8/7)
+  sum(y * c).backward();
+  close(vec(x.grad()), {-0.357892486328, -0.650105314354, -0.382829351123, -0.598748253069, 0.24357939865, 0.270034513475,
+                        0.129367987764, 0.155823102589, -0.828521361275, -0.984705301273, -0.692533874735, -0.400362448197,
+                        0.35715082048, 0.624426783711, 0.332213955685, 0.675783844997, -0.107445785592, -0.274499938756,
+                        -0.221657196478, -0.195202081653, 0.364965971892, 0.72793035104, 1.02010177758, 0.79312488497}, 1e-9);
+  close(vec(w.grad()), {1.53224177413, -1.14127051671, 0.936535544539}, 1e-9);
+  close(vec(b.grad()), {-2, 1.2, 4.4}, 1e-12);
+
+  // eval: the running statistics just updated, which are constants to the gradient
+  for (Tensor* t : {&x, &w, &b}) t->set_grad({});
+  y = batch_norm(x, rm, rv, w, b, /*training=*/false);
+  close(vec(rm), {0.50625, -0.88125, -0.01875}, 1e-12);  // eval leaves them alone
+  close(vec(y), {-2.99502440841, 0.865712899377, -0.935964510922, 2.15262533531, -0.566696776978, 0.255813175336, -1.15420388577,
+                 -0.33169393346, -3.75908015689, 3.24665180643, -0.840025172173, -4.92670215078, 0.608330412192, -1.19334699811,
+                 2.66739030968, 0.0935654378204, 0.373314597095, -1.38920672929, -0.214192511701, 0.608317440613, 4.41427380032,
+                 -1.42383616912, -5.51051314772, 3.24665180643}, 1e-9);
+  sum(y * c).backward();
+  close(vec(x.grad()), {-1.02952994874, -0.926576953868, -0.823623958994, -0.72067096412, 0.282003412222, 0.235002843518,
+                        0.188002274814, 0.141001706111, -0.467048797555, -0.233524398777, 0, 0.233524398777, 0.205905989748,
+                        0.308858984623, 0.411811979497, 0.514764974371, -0.282003412222, -0.329003980925, -0.376004549629,
+                        -0.423005118332, 2.33524398777, 2.56876838655, 2.80229278533, 3.03581718411}, 1e-9);
+  close(vec(w.grad()), {1.69014499919, -0.32195389562, 0.855283110522}, 1e-9);
+  close(vec(b.grad()), {-2, 1.2, 4.4}, 1e-12);
+
+  // gradcheck: (N, C), a strided (N, C, L), no affine, and eval (no running statistics to update
+  // while training, or a gradcheck's many forwards would move them)
+  manual_seed(11);
+  CHECK(gradcheck([&](In i) { return batch_norm(i[0], {}, {}, i[1], i[2], true); }, {r(dev, {5, 3}), r(dev, {3}), r(dev, {3})}));
+  CHECK(gradcheck([&](In i) { return batch_norm(i[0].transpose(1, 2), {}, {}, i[1], {}, true); }, {r(dev, {2, 4, 3}), r(dev, {3})}));
+  CHECK(gradcheck([&](In i) { return batch_norm(i[0], {}, {}, {}, {}, true); }, {r(dev, {3, 2, 2, 2})}));
+  Tensor erm = f64({0.1, -0.2}, {2}), erv = f64({0.5, 2.0}, {2});
+  CHECK(gradcheck([&](In i) { return batch_norm(i[0], erm, erv, i[1], i[2], false); }, {r(dev, {3, 2, 2}), r(dev, {2}), r(dev, {2})}));
+
+  CHECK_THROWS_WITH_AS(batch_norm(ones({4, 3}).to(dev), {}, {}, ones({2}).to(dev)),
+                       doctest::Contains("batch_norm: input of shape [4, 3] has 3 channels (dim 1), but weight has shape [2]"), Error);
+  CHECK_THROWS_WITH_AS(batch_norm(ones({1, 3}).to(dev), {}, {}, {}, {}, true),
+                       doctest::Contains("expected more than 1 value per channel when training, got input of shape [1, 3]"), Error);
+  CHECK_THROWS_WITH_AS(batch_norm(ones({4, 3}).to(dev), {}, {}), doctest::Contains("running_mean and running_var are needed when not training"), Error);
+  CHECK_THROWS_WITH_AS(batch_norm(ones({4, 3}).to(dev), zeros({3}).to(dev), {}, {}, {}, true), doctest::Contains("give both or neither"), Error);
+  CHECK_THROWS_WITH_AS(batch_norm(ones({4}).to(dev), {}, {}, {}, {}, true), doctest::Contains("at least 2 dims, got shape [4]"), Error);
+  CHECK_THROWS_WITH_AS(batch_norm(ones({4, 3}, kInt64).to(dev), {}, {}, {}, {}, true), doctest::Contains("batch_norm"), Error);
+  // a refused batch leaves the running statistics as they were
+  Tensor keep = rm.clone();
+  CHECK_THROWS(batch_norm(ones({1, 3}, kFloat64).to(dev), rm, rv, {}, {}, true));
+  CHECK(vec(rm) == vec(keep));
+}
+
+// Expected values from PyTorch 1.13 (torch.nn.functional, float64, loss Σ loss·c for the gradients).
+DEVICE_TEST_CASE("binary_cross_entropy and binary_cross_entropy_with_logits against PyTorch") {
+  auto f64 = [&](std::vector<double> v, Shape s) { return from_vector<double>(v, s).to(dev); };
+  Tensor x = f64({-30, -2, 0, 0.5, 3, 40}, {2, 3}).requires_grad_(), t = f64({0, 1, 0.3, 1, 0, 1}, {2, 3}).requires_grad_();
+  Tensor w = f64({0.5, 1, 2}, {3}), pw = f64({3, 1, 0.25}, {3}), c = f64({1, -2, 0.5, 3, 1.5, -1}, {2, 3});
+  Tensor l = binary_cross_entropy_with_logits(x, t, {.weight = w, .pos_weight = pw, .reduction = Reduction::None});
+  close(vec(l), {4.61852778244e-14, 2.12692801104, 1.07437812987, 0.71111547627, 3.04858735157, 0}, 1e-9);  // e^-30 kept, e^40 not overflowed
+  sum(l * c).backward();
+  close(vec(x.grad()), {4.67881148442e-14, 1.76159415596, 0.3125, -1.69893300959, 1.42886119023, 0}, 1e-9);  // at x = 0: σ(0)·l − pw·t, exactly
+  close(vec(t.grad()), {45, -4, -0.51986038542, 0.67223095254, -4.5, 80}, 1e-9);
+  for (Tensor* v : {&x, &t}) v->set_grad({});
+  l = binary_cross_entropy_with_logits(x, t);
+  close(vec(l), {1.05712325456}, 1e-9);
+  l.backward();
+  close(vec(x.grad()), {1.55960382814e-14, -0.146799512996, 0.0333333333333, -0.0629234447997, 0.15876235447, 0}, 1e-9);
+  close(vec(t.grad()), {5, 0.333333333333, 0, -0.0833333333333, -0.5, -6.66666666667}, 1e-9);
+  close(vec(binary_cross_entropy_with_logits(x, t, {.reduction = Reduction::Sum})), {6.34273952736}, 1e-9);
+
+  Tensor p = f64({0, 0.2, 0.5, 0.9, 1, 0.7}, {2, 3}).requires_grad_(), t2 = f64({1, 0, 0.3, 1, 1, 0}, {2, 3}).requires_grad_();
+  Tensor b = binary_cross_entropy(p, t2, {.weight = w, .reduction = Reduction::None});
+  close(vec(b), {50, 0.223143551314, 1.38629436112, 0.0526802578289, 0, 2.40794560865}, 1e-9);  // log 0 clamped at −100: 0.5 · 100
+  sum(b * c).backward();
+  close(vec(p.grad()), {-500000001998, -2.5, 0.8, -1.66666666667, 0, -6.66666666667}, 1e-6);  // (p − t) / max(p(1 − p), 1e-12)
+  // d/dt = log(1 − p) − log p with the forward's clamped logs, so ±100 where PyTorch's gives ±inf
+  close(vec(t2.grad()), {0.5 * 100, -2.77258872224, 0, -3.295836866, -1.5 * 100, 1.69459572077}, 1e-9);
+  close(vec(binary_cross_entropy(p, t2)), {17.0376040086}, 1e-9);
+
+  manual_seed(12);
+  CHECK(gradcheck([&](In i) { return binary_cross_entropy_with_logits(i[0], i[1], {.weight = w, .pos_weight = pw, .reduction = Reduction::None}); },
+                  {r(dev, {4, 3}, -4, 4), r(dev, {4, 3}, 0, 1)}));
+  CHECK(gradcheck([&](In i) { return binary_cross_entropy(i[0], i[1], {.weight = w}); }, {r(dev, {4, 3}, 0.05, 0.95), r(dev, {4, 3}, 0, 1)}));
+  CHECK_THROWS_WITH_AS(binary_cross_entropy_with_logits(x, t.narrow(0, 0, 1)),
+                       doctest::Contains("target of shape [1, 3] must have the input's shape [2, 3]"), Error);
+  CHECK_THROWS_WITH_AS(binary_cross_entropy_with_logits(x, t, {.pos_weight = f64({1, 2}, {2})}),
+                       doctest::Contains("pos_weight of shape [2] does not broadcast to the input's shape [2, 3]"), Error);
+  CHECK_THROWS_WITH_AS(binary_cross_entropy(x, t, {.weight = w.clone().requires_grad_()}), doctest::Contains("weight takes no gradient"), Error);
+  if (dev.is_cpu())
+    CHECK_THROWS_WITH_AS(binary_cross_entropy(x, t), doctest::Contains("input values must be probabilities in [0, 1], got values from -30 to 40"), Error);
+}
+
 DEVICE_TEST_CASE("index_select: whole slices by index along any dim, and gradients added back") {
   Tensor x = arange(0.0, 24.0, 1.0, kFloat64).to(dev).reshape({2, 3, 4}).requires_grad_();  // x[a, b, c] = 12a + 4b + c
   Tensor idx = from_vector<int64_t>({3, 0, 3}).to(dev);
@@ -378,7 +481,7 @@ TEST_CASE("edge cases found in review: half mean of many elements, ties, pow 0, 
   CHECK((ones({2}, kInt64) * 2.0).dtype() == kFloat32);
 }
 
-DEVICE_TEST_CASE("half means, losses, layer_norm and number factors compute in float32 and round once") {
+DEVICE_TEST_CASE("half means, losses, layer_norm, batch_norm and number factors compute in float32 and round once") {
   // Each would overflow float16 on the way (a sum of 100,000, 600², 70000) or lose its factor
   // (1e-8 is 0 in float16) if computed in the input's dtype; PyTorch gives these values.
   CHECK(vec(mean(full({10000}, 10, TensorOptions(kFloat16).device(dev))))[0] == 10);
@@ -391,6 +494,16 @@ DEVICE_TEST_CASE("half means, losses, layer_norm and number factors compute in f
   Tensor ln = layer_norm(from_vector<float>({0, 600}, {1, 2}).to(dev).to(kFloat16), {2});
   CHECK(ln.dtype() == kFloat16);
   CHECK(vec(ln) == std::vector<double>{-1, 1});
+  // batch norm of float16 values about 1000: their squares (10⁶) overflow float16, and Σx²/n − mean²
+  // would cancel to nothing in float32; two float32 passes give the variance 0.625 exactly
+  Tensor rm = zeros({1}).to(dev), rv = ones({1}).to(dev);
+  Tensor bn = batch_norm(from_vector<float>({999, 999.5, 1000.5, 1001}, {4, 1}).to(dev).to(kFloat16), rm, rv, {}, {}, true);
+  CHECK(bn.dtype() == kFloat16);
+  const double s = 1 / std::sqrt(0.625 + 1e-5);
+  close(vec(bn), {-s, -0.5 * s, 0.5 * s, s}, 1e-3);  // float16 keeps 11 bits
+  CHECK(rm.dtype() == kFloat32);
+  close(vec(rm), {100}, 1e-7);                       // 0.1 · 1000
+  close(vec(rv), {0.9 + 0.1 * 0.625 * 4 / 3}, 1e-6);  // the unbiased variance, in float32
   Tensor thousand = full({1}, 1000, TensorOptions(kFloat16).device(dev));
   CHECK(vec(thousand / 70000.0)[0] == doctest::Approx(1.0 / 70).epsilon(5e-4).scale(0));  // float16: 2^-11 relative
   CHECK(vec(thousand * 1e-8)[0] == doctest::Approx(1e-5).epsilon(1e-2).scale(0));  // a float16 subnormal

