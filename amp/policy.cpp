@@ -102,11 +102,11 @@ const char* cast_name(Cast c) {
 }
 
 // PyTorch's CUDA autocast refuses binary_cross_entropy: its input is usually a sigmoid's output,
-// and a float16 sigmoid rounds every logit past ~8 to exactly 1 (and past ~-17 to 0), where a log
-// then gives -inf; casting that rounded input up to float32 cannot bring the lost digits back.
+// and a 16-bit sigmoid rounds every logit past ~8 (float16) or ~6 (bfloat16) to exactly 1, where a
+// log then gives -inf; casting that rounded input up to float32 cannot bring the lost digits back.
 const char* why_banned(Op op) {
   if (op == Op::binary_cross_entropy)
-    return "binary_cross_entropy is unsafe to autocast: a float16 sigmoid before it rounds large logits to exactly 0 or 1. Pass "
+    return "binary_cross_entropy is unsafe to autocast: a 16-bit sigmoid before it rounds large logits to exactly 0 or 1. Pass "
            "the logits to binary_cross_entropy_with_logits instead, which autocast runs in float32 (PyTorch refuses it likewise)";
   return "this op is unsafe to autocast";
 }

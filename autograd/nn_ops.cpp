@@ -176,12 +176,26 @@ static void check_binary_loss(const char* op, const Tensor& input, const Tensor&
   }
 }
 
-static Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
-
 static Tensor reduce_elements(const Tensor& losses, Reduction reduction, DType dtype) {
   Tensor out = reduction == Reduction::None ? losses : reduction == Reduction::Mean ? mean(losses) : sum(losses);
   return out.dtype() == dtype ? out : to(out, dtype);
 }
+
+// The forwards' operands, detached, in one math dtype: the widest of theirs, float32 for 16 bits.
+static std::vector<Tensor> in_math_dtype(std::initializer_list<Tensor> ts) {
+  std::optional<DType> math;
+  for (const Tensor& t : ts)
+    if (t.defined()) math = math ? promote_types(*math, t.dtype()) : t.dtype();
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts)
+    out.push_back(!t.defined() ? t : t.dtype() == *math && !is_half(*math) ? t.detach() : t.detach().to(is_half(*math) ? kFloat32 : *math));
+  return out;
+}
+// Kernel arithmetic for the forwards (no graph; the op consulted the policy table once).
+static Tensor k(kernels::Binary op, const Tensor& a, const Tensor& b) { return kernels::binary(op, a, b); }
+static Tensor k(kernels::Unary op, const Tensor& a) { return kernels::unary(op, a); }
+using B = kernels::Binary;
+using U = kernels::Unary;
 
 // −w · (t log p + (1 − t) log(1 − p)), each log clamped at −100 as PyTorch's, so p = 0 or 1 gives
 // a loss of 100, not inf. Under CUDA autocast it is refused (amp::why_banned): use the next one.
@@ -189,19 +203,17 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, con
   auto [p, t, w] = autocast(Op::binary_cross_entropy, input_in, target_in, o.weight);
   check_binary_loss("binary_cross_entropy", p, t, {{&w, "weight"}});
   if (p.device().is_cpu() && p.numel() > 0) {  // on a GPU this read would cost a sync per step; there a log of a negative gives NaN
-    const std::vector<double> range{min(p.detach()).item<double>(), max(p.detach()).item<double>()};
-    AMPGRAD_CHECK(range[0] >= 0 && range[1] <= 1, "binary_cross_entropy: input values must be probabilities in [0, 1], got values from "
-                                                       << range[0] << " to " << range[1]);
+    const double lo = min(p.detach()).item<double>(), hi = max(p.detach()).item<double>();
+    AMPGRAD_CHECK(lo >= 0 && hi <= 1, "binary_cross_entropy: input values must be probabilities in [0, 1], got values from " << lo << " to " << hi);
   }
-  using B = kernels::Binary;
-  const Tensor pm = widened(p.detach()), tm = widened(t.detach());
-  auto clamped_log = [](const Tensor& v) { return kernels::clamp(kernels::unary(kernels::Unary::log, v), -100.0, std::nullopt); };
-  const Tensor one = scalar_like(1, pm), log_p = clamped_log(pm), log_q = clamped_log(kernels::binary(B::sub, one, pm));
-  // −(t log p + (1 − t) log q) = −(log q + t (log p − log q))
-  Tensor loss = kernels::unary(kernels::Unary::neg, kernels::binary(B::add, log_q, kernels::binary(B::mul, tm, kernels::binary(B::sub, log_p, log_q))));
-  if (w.defined()) loss = kernels::binary(B::mul, loss, widened(w.detach()));
-  record("binary_cross_entropy", loss, {p, t}, [p = Saved(p), t = Saved(t), w = detached(w)](const Tensor& g, const Needs& need) {
-    const Tensor pm = widened(p.get()), gw = w.defined() ? g * widened(w) : g;
+  const std::vector<Tensor> m = in_math_dtype({p, t, w});
+  const Tensor &pm = m[0], &tm = m[1], &wm = m[2];
+  auto clamped_log = [](const Tensor& v) { return kernels::clamp(k(U::log, v), -100.0, std::nullopt); };
+  const Tensor log_p = clamped_log(pm), log_q = clamped_log(k(B::sub, scalar_like(1, pm), pm));
+  Tensor loss = k(U::neg, k(B::add, log_q, k(B::mul, tm, k(B::sub, log_p, log_q))));  // −(log q + t (log p − log q))
+  if (wm.defined()) loss = k(B::mul, loss, wm);
+  record("binary_cross_entropy", loss, {p, t}, [p = Saved(p), t = Saved(t), w = Saved(w)](const Tensor& g, const Needs& need) {
+    const Tensor pm = widened(p.get()), gw = w.get().defined() ? g * widened(w.get()) : g;
     auto log_clamped = [](const Tensor& v) { return clamp(log(v), -100.0, std::nullopt); };
     // d/dp = (p − t) / (p (1 − p)), the denominator kept from 0 at 1e-12 as PyTorch's
     return grads(need[0] ? rounded_to(gw * (pm - widened(t.get())) / clamp(pm * (1.0 - pm), 1e-12, std::nullopt), p.get().dtype()) : Tensor(),
@@ -217,27 +229,24 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, con
 Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& target_in, const BCEWithLogitsOptions& o) {
   auto [x, t, w, pw] = autocast(Op::binary_cross_entropy_with_logits, input_in, target_in, o.weight, o.pos_weight);
   check_binary_loss("binary_cross_entropy_with_logits", x, t, {{&w, "weight"}, {&pw, "pos_weight"}});
-  using B = kernels::Binary;
-  using U = kernels::Unary;
-  auto softplus_neg = [](const Tensor& xm) {
-    return kernels::binary(B::add, kernels::unary(U::log1p, kernels::unary(U::exp, kernels::unary(U::neg, kernels::unary(U::abs, xm)))),
-                           kernels::unary(U::relu, kernels::unary(U::neg, xm)));
-  };
-  const Tensor xm = widened(x.detach()), tm = widened(t.detach()), one = scalar_like(1, xm);
-  const Tensor l = pw.defined() ? kernels::binary(B::add, one, kernels::binary(B::mul, kernels::binary(B::sub, widened(pw.detach()), one), tm)) : Tensor();
+  auto softplus_neg = [](const Tensor& xm) { return k(B::add, k(U::log1p, k(U::exp, k(U::neg, k(U::abs, xm)))), k(U::relu, k(U::neg, xm))); };
+  const std::vector<Tensor> m = in_math_dtype({x, t, w, pw});
+  const Tensor &xm = m[0], &tm = m[1], &wm = m[2], &pwm = m[3], one = scalar_like(1, xm);
   const Tensor sp = softplus_neg(xm);
-  Tensor loss = kernels::binary(B::add, kernels::binary(B::mul, kernels::binary(B::sub, one, tm), xm), l.defined() ? kernels::binary(B::mul, l, sp) : sp);
-  if (w.defined()) loss = kernels::binary(B::mul, loss, widened(w.detach()));
+  const Tensor positive = pwm.defined() ? k(B::mul, k(B::add, one, k(B::mul, k(B::sub, pwm, one), tm)), sp) : sp;  // l · softplus(−x)
+  Tensor loss = k(B::add, k(B::mul, k(B::sub, one, tm), xm), positive);
+  if (wm.defined()) loss = k(B::mul, loss, wm);
   record("binary_cross_entropy_with_logits", loss, {x, t},
-         [x = Saved(x), t = Saved(t), w = detached(w), pw = detached(pw), softplus_neg](const Tensor& g, const Needs& need) {
-           const Tensor xm = widened(x.get()), tm = widened(t.get()), gw = w.defined() ? g * widened(w) : g;
+         [x = Saved(x), t = Saved(t), w = Saved(w), pw = Saved(pw), softplus_neg](const Tensor& g, const Needs& need) {
+           const Tensor xm = widened(x.get()), tm = widened(t.get()), gw = w.get().defined() ? g * widened(w.get()) : g;
+           const Tensor pwm = pw.get().defined() ? widened(pw.get()) : Tensor();
            Tensor dx, dt;
            if (need[0]) {  // d/dx = l σ(x) − pos_weight t, which is σ(x) − t without pos_weight
-             dx = pw.defined() ? (1.0 + (widened(pw) - 1.0) * tm) * sigmoid(xm) - widened(pw) * tm : sigmoid(xm) - tm;
+             dx = pwm.defined() ? (1.0 + (pwm - 1.0) * tm) * sigmoid(xm) - pwm * tm : sigmoid(xm) - tm;
              dx = rounded_to(gw * dx, x.get().dtype());
            }
            if (need[1]) {  // d/dt = −x + (pos_weight − 1) softplus(−x)
-             dt = pw.defined() ? (widened(pw) - 1.0) * softplus_neg(xm) - xm : -xm;
+             dt = pwm.defined() ? (pwm - 1.0) * softplus_neg(xm) - xm : -xm;
              dt = rounded_to(gw * dt, t.get().dtype());
            }
            return grads(dx, dt);

@@ -66,7 +66,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   }
   AMPGRAD_CHECK(running_mean.defined() == running_var.defined(), "batch_norm: running_mean and running_var go together: give both or neither");
   AMPGRAD_CHECK(training || running_mean.defined(), "batch_norm: running_mean and running_var are needed when not training");
-  AMPGRAD_CHECK(!training || M > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape " << shape_str(x.shape()));
+  AMPGRAD_CHECK(!training || M != 1, "batch_norm: expected more than 1 value per channel when training, got input of shape " << shape_str(x.shape()));
 
   using B = kernels::Binary;
   const DType math = is_half(x.dtype()) ? kFloat32 : x.dtype();
@@ -82,7 +82,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
     mean = scaled(per_channel_sum(xm), 1.0 / double(M));
     xc = kernels::binary(B::sub, xm, bc(mean));
     var = scaled(per_channel_sum(kernels::binary(B::mul, xc, xc)), 1.0 / double(M));  // biased: what normalises this batch
-    if (running_mean.defined() && !in_checkpoint_rerun()) {  // unbiased: what estimates the population's
+    // unbiased: what estimates the population's (an empty batch has no statistics to give)
+    if (running_mean.defined() && M > 0 && !in_checkpoint_rerun()) {
       NoGradGuard no_grad;
       Tensor(running_mean).mul_(1 - momentum).add_(mean, momentum);  // handles to the caller's buffers
       Tensor(running_var).mul_(1 - momentum).add_(var, momentum * double(M) / double(M - 1));

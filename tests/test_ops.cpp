@@ -344,6 +344,10 @@ DEVICE_TEST_CASE("batch_norm against PyTorch: training, running statistics, eval
   CHECK_THROWS_WITH_AS(batch_norm(ones({4, 3}).to(dev), zeros({3}).to(dev), {}, {}, {}, true), doctest::Contains("give both or neither"), Error);
   CHECK_THROWS_WITH_AS(batch_norm(ones({4}).to(dev), {}, {}, {}, {}, true), doctest::Contains("at least 2 dims, got shape [4]"), Error);
   CHECK_THROWS_WITH_AS(batch_norm(ones({4, 3}, kInt64).to(dev), {}, {}, {}, {}, true), doctest::Contains("batch_norm"), Error);
+  // an empty batch gives an empty result, and no statistics to the running ones
+  Tensor keep_var = rv.clone();
+  CHECK(batch_norm(zeros({0, 3}, kFloat64).to(dev), rm, rv, {}, {}, true).shape() == Shape{0, 3});
+  CHECK(vec(rv) == vec(keep_var));
   // a refused batch leaves the running statistics as they were
   Tensor keep = rm.clone();
   CHECK_THROWS(batch_norm(ones({1, 3}, kFloat64).to(dev), rm, rv, {}, {}, true));
@@ -356,8 +360,10 @@ DEVICE_TEST_CASE("binary_cross_entropy and binary_cross_entropy_with_logits agai
   Tensor x = f64({-30, -2, 0, 0.5, 3, 40}, {2, 3}).requires_grad_(), t = f64({0, 1, 0.3, 1, 0, 1}, {2, 3}).requires_grad_();
   Tensor w = f64({0.5, 1, 2}, {3}), pw = f64({3, 1, 0.25}, {3}), c = f64({1, -2, 0.5, 3, 1.5, -1}, {2, 3});
   Tensor l = binary_cross_entropy_with_logits(x, t, {.weight = w, .pos_weight = pw, .reduction = Reduction::None});
-  close(vec(l), {4.61852778244e-14, 2.12692801104, 1.07437812987, 0.71111547627, 3.04858735157, 0}, 1e-9);  // e^-30 kept, e^40 not overflowed
+  close(vec(l), {4.61852778244e-14, 2.12692801104, 1.07437812987, 0.71111547627, 3.04858735157, 0}, 1e-9);
+  CHECK(vec(l)[0] == doctest::Approx(4.61852778244e-14).epsilon(1e-9).scale(0));  // 0.5 · 3 · log1p(e^-30): kept
   sum(l * c).backward();
+  CHECK(vec(x.grad())[0] == doctest::Approx(4.67881148442e-14).epsilon(1e-9).scale(0));
   close(vec(x.grad()), {4.67881148442e-14, 1.76159415596, 0.3125, -1.69893300959, 1.42886119023, 0}, 1e-9);  // at x = 0: σ(0)·l − pw·t, exactly
   close(vec(t.grad()), {45, -4, -0.51986038542, 0.67223095254, -4.5, 80}, 1e-9);
   for (Tensor* v : {&x, &t}) v->set_grad({});
@@ -367,6 +373,17 @@ DEVICE_TEST_CASE("binary_cross_entropy and binary_cross_entropy_with_logits agai
   close(vec(x.grad()), {1.55960382814e-14, -0.146799512996, 0.0333333333333, -0.0629234447997, 0.15876235447, 0}, 1e-9);
   close(vec(t.grad()), {5, 0.333333333333, 0, -0.0833333333333, -0.5, -6.66666666667}, 1e-9);
   close(vec(binary_cross_entropy_with_logits(x, t, {.reduction = Reduction::Sum})), {6.34273952736}, 1e-9);
+  // float32 logits of ±100: e^100 would overflow float32, and the losses are 100 each, the gradients ∓1
+  Tensor x32 = from_vector<float>({-100, 100}).to(dev).requires_grad_();
+  Tensor l32 = binary_cross_entropy_with_logits(x32, from_vector<float>({1, 0}).to(dev), {.reduction = Reduction::None});
+  CHECK(vec(l32) == std::vector<double>{100, 100});
+  sum(l32).backward();
+  CHECK(vec(x32.grad()) == std::vector<double>{-1, 1});
+  // operands of several float dtypes meet in the widest: float32 logits, float64 targets and weights
+  close(vec(binary_cross_entropy_with_logits(x.detach().to(kFloat32), t.detach(), {.weight = w, .pos_weight = pw, .reduction = Reduction::Sum})),
+        {4.61852778244e-14 + 2.12692801104 + 1.07437812987 + 0.71111547627 + 3.04858735157}, 1e-6);
+  close(vec(binary_cross_entropy(f64({0.2, 0.5}, {2}).to(kFloat32), f64({0, 0.3}, {2}), {.weight = w.narrow(0, 0, 2)})),
+        {(0.5 * 0.223143551314 + 1.38629436112 / 2) / 2}, 1e-6);
 
   Tensor p = f64({0, 0.2, 0.5, 0.9, 1, 0.7}, {2, 3}).requires_grad_(), t2 = f64({1, 0, 0.3, 1, 1, 0}, {2, 3}).requires_grad_();
   Tensor b = binary_cross_entropy(p, t2, {.weight = w, .reduction = Reduction::None});
