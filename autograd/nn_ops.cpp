@@ -7,6 +7,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/op_support.h"
+#include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
 
 namespace ampgrad {
 
@@ -160,18 +161,22 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
 // forward, then the reduction, whose backward comes free. weight and pos_weight are constants,
 // as in PyTorch, and broadcast against the input.
 
-static void check_binary_loss(const char* op, const Tensor& input, const Tensor& target, std::initializer_list<std::pair<const Tensor*, const char*>> constants) {
+using NamedConstants = std::initializer_list<std::pair<const Tensor*, const char*>>;
+static void check_binary_loss(const char* op, const Tensor& input, const Tensor& target, NamedConstants constants) {
   require_floating(op, input.dtype());
   require_floating(op, target.dtype());
   AMPGRAD_CHECK(target.shape() == input.shape(), op << ": target of shape " << shape_str(target.shape()) << " must have the input's shape "
                                                      << shape_str(input.shape()));
   for (auto [t, name] : constants) {
     if (!t->defined()) continue;
-    const Shape& from = t->shape();  // broadcasts: aligned at the right, each dim 1 or the input's
-    bool fits = from.size() <= input.shape().size();
-    for (size_t i = 1; fits && i <= from.size(); ++i) fits = from[from.size() - i] == 1 || from[from.size() - i] == input.shape()[input.shape().size() - i];
-    AMPGRAD_CHECK(fits,
-                  op << ": " << name << " of shape " << shape_str(t->shape()) << " does not broadcast to the input's shape " << shape_str(input.shape()));
+    Shape joint;  // the shape t and the input broadcast to, which must be the input's
+    try {
+      joint = cpu::broadcast_shapes(op, t->shape(), input.shape());
+    } catch (const Error&) {  // shapes that do not broadcast at all: say which argument
+    }
+    AMPGRAD_CHECK(joint == input.shape(),
+                  op << ": " << name << " of shape " << shape_str(t->shape()) << " does not broadcast to the input's shape "
+                     << shape_str(input.shape()));
     AMPGRAD_CHECK(!(is_grad_enabled() && t->requires_grad()), op << ": " << name << " takes no gradient (as in PyTorch); pass it detached");
   }
 }
@@ -191,9 +196,6 @@ static std::vector<Tensor> in_math_dtype(std::initializer_list<Tensor> ts) {
     out.push_back(!t.defined() ? t : t.dtype() == *math && !is_half(*math) ? t.detach() : t.detach().to(is_half(*math) ? kFloat32 : *math));
   return out;
 }
-// Kernel arithmetic for the forwards (no graph; the op consulted the policy table once).
-static Tensor k(kernels::Binary op, const Tensor& a, const Tensor& b) { return kernels::binary(op, a, b); }
-static Tensor k(kernels::Unary op, const Tensor& a) { return kernels::unary(op, a); }
 using B = kernels::Binary;
 using U = kernels::Unary;
 
@@ -208,10 +210,10 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, con
   }
   const std::vector<Tensor> m = in_math_dtype({p, t, w});
   const Tensor &pm = m[0], &tm = m[1], &wm = m[2];
-  auto clamped_log = [](const Tensor& v) { return kernels::clamp(k(U::log, v), -100.0, std::nullopt); };
-  const Tensor log_p = clamped_log(pm), log_q = clamped_log(k(B::sub, scalar_like(1, pm), pm));
-  Tensor loss = k(U::neg, k(B::add, log_q, k(B::mul, tm, k(B::sub, log_p, log_q))));  // −(log q + t (log p − log q))
-  if (wm.defined()) loss = k(B::mul, loss, wm);
+  auto clamped_log = [](const Tensor& v) { return kernels::clamp(kernel(U::log, v), -100.0, std::nullopt); };
+  const Tensor log_p = clamped_log(pm), log_q = clamped_log(kernel(B::sub, scalar_like(1, pm), pm));
+  Tensor loss = kernel(U::neg, kernel(B::add, log_q, kernel(B::mul, tm, kernel(B::sub, log_p, log_q))));  // −(log q + t (log p − log q))
+  if (wm.defined()) loss = kernel(B::mul, loss, wm);
   record("binary_cross_entropy", loss, {p, t}, [p = Saved(p), t = Saved(t), w = Saved(w)](const Tensor& g, const Needs& need) {
     const Tensor pm = widened(p.get()), gw = w.get().defined() ? g * widened(w.get()) : g;
     auto log_clamped = [](const Tensor& v) { return clamp(log(v), -100.0, std::nullopt); };
@@ -229,13 +231,16 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, con
 Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& target_in, const BCEWithLogitsOptions& o) {
   auto [x, t, w, pw] = autocast(Op::binary_cross_entropy_with_logits, input_in, target_in, o.weight, o.pos_weight);
   check_binary_loss("binary_cross_entropy_with_logits", x, t, {{&w, "weight"}, {&pw, "pos_weight"}});
-  auto softplus_neg = [](const Tensor& xm) { return k(B::add, k(U::log1p, k(U::exp, k(U::neg, k(U::abs, xm)))), k(U::relu, k(U::neg, xm))); };
+  auto softplus_neg = [](const Tensor& xm) {
+    return kernel(B::add, kernel(U::log1p, kernel(U::exp, kernel(U::neg, kernel(U::abs, xm)))), kernel(U::relu, kernel(U::neg, xm)));
+  };
   const std::vector<Tensor> m = in_math_dtype({x, t, w, pw});
   const Tensor &xm = m[0], &tm = m[1], &wm = m[2], &pwm = m[3], one = scalar_like(1, xm);
   const Tensor sp = softplus_neg(xm);
-  const Tensor positive = pwm.defined() ? k(B::mul, k(B::add, one, k(B::mul, k(B::sub, pwm, one), tm)), sp) : sp;  // l · softplus(−x)
-  Tensor loss = k(B::add, k(B::mul, k(B::sub, one, tm), xm), positive);
-  if (wm.defined()) loss = k(B::mul, loss, wm);
+  const Tensor l = pwm.defined() ? kernel(B::add, one, kernel(B::mul, kernel(B::sub, pwm, one), tm)) : Tensor();  // 1 + (pos_weight − 1) t
+  const Tensor positive = l.defined() ? kernel(B::mul, l, sp) : sp;
+  Tensor loss = kernel(B::add, kernel(B::mul, kernel(B::sub, one, tm), xm), positive);
+  if (wm.defined()) loss = kernel(B::mul, loss, wm);
   record("binary_cross_entropy_with_logits", loss, {x, t},
          [x = Saved(x), t = Saved(t), w = Saved(w), pw = Saved(pw), softplus_neg](const Tensor& g, const Needs& need) {
            const Tensor xm = widened(x.get()), tm = widened(t.get()), gw = w.get().defined() ? g * widened(w.get()) : g;

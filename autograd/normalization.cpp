@@ -32,10 +32,10 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   record("layer_norm", y, {rows, wm, bm}, [x = Saved(rows), mean, rstd, w = save_if(rows.requires_grad(), wm)](const Tensor& g, const Needs& need) {
     // x̂ and g in the math dtype, for the parameters' gradients (summed over the rows)
     auto x_hat = [&] {
-      return kernels::binary(kernels::Binary::mul, kernels::binary(kernels::Binary::sub, widened(x.get()), mean.unsqueeze(1)), rstd.unsqueeze(1));
+      return kernel(kernels::Binary::mul, kernel(kernels::Binary::sub, widened(x.get()), mean.unsqueeze(1)), rstd.unsqueeze(1));
     };
     return grads(need[0] ? kernels::layer_norm_backward(g, x, mean, rstd, w) : Tensor(),
-                 need[1] ? kernels::sum(kernels::binary(kernels::Binary::mul, widened(g), x_hat()), {0}, false) : Tensor(),  // dw = Σ_rows g x̂
+                 need[1] ? kernels::sum(kernel(kernels::Binary::mul, widened(g), x_hat()), {0}, false) : Tensor(),  // dw = Σ_rows g x̂
                  need[2] ? kernels::sum(widened(g), {0}, false) : Tensor());                                                  // db = Σ_rows g
   });
   return y.reshape(x.shape());
@@ -80,8 +80,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   Tensor mean, var, xc;
   if (training) {
     mean = scaled(per_channel_sum(xm), 1.0 / double(M));
-    xc = kernels::binary(B::sub, xm, bc(mean));
-    var = scaled(per_channel_sum(kernels::binary(B::mul, xc, xc)), 1.0 / double(M));  // biased: what normalises this batch
+    xc = kernel(B::sub, xm, bc(mean));
+    var = scaled(per_channel_sum(kernel(B::mul, xc, xc)), 1.0 / double(M));  // biased: what normalises this batch
     // unbiased: what estimates the population's (an empty batch has no statistics to give)
     if (running_mean.defined() && M > 0 && !in_checkpoint_rerun()) {
       NoGradGuard no_grad;
@@ -92,22 +92,22 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
     // copies: a later training step updates the buffers in place, and this backward must not see it
     mean = running_mean.detach().to(math).clone();
     var = running_var.detach().to(math).clone();
-    xc = kernels::binary(B::sub, xm, bc(mean));
+    xc = kernel(B::sub, xm, bc(mean));
   }
-  const Tensor rstd = kernels::binary(B::div, scalar_like(1, var), kernels::unary(kernels::Unary::sqrt, kernels::binary(B::add, var, scalar_like(eps, var))));
+  const Tensor rstd = kernel(B::div, scalar_like(1, var), kernel(kernels::Unary::sqrt, kernel(B::add, var, scalar_like(eps, var))));
   // Weight and bias in the math dtype; the casts are ops, so their gradients return in the parameters' dtypes.
   const Tensor wm = w.defined() ? to(w, math) : w, bm = b.defined() ? to(b, math) : b;
-  Tensor y = kernels::binary(B::mul, xc, bc(wm.defined() ? kernels::binary(B::mul, rstd, wm) : rstd));
-  if (bm.defined()) y = kernels::binary(B::add, y, bc(bm));
+  Tensor y = kernel(B::mul, xc, bc(wm.defined() ? kernel(B::mul, rstd, wm) : rstd));
+  if (bm.defined()) y = kernel(B::add, y, bc(bm));
   y = rounded_to(y, x.dtype());
 
   record("batch_norm", y, {x, wm, bm},
          [x = Saved(x), mean, rstd, w = save_if(x.requires_grad(), wm), bc, per_channel_sum, M, training](const Tensor& g, const Needs& need) {
            const Tensor gm = widened(g);
-           auto x_hat = [&] { return kernels::binary(B::mul, kernels::binary(B::sub, widened(x.get()), bc(mean)), bc(rstd)); };
+           auto x_hat = [&] { return kernel(B::mul, kernel(B::sub, widened(x.get()), bc(mean)), bc(rstd)); };
            Tensor xh = need[1] || (need[0] && training) ? x_hat() : Tensor();
            Tensor sum_g = need[2] || (need[0] && training) ? per_channel_sum(gm) : Tensor();                          // = db
-           Tensor sum_gx = need[1] || (need[0] && training) ? per_channel_sum(kernels::binary(B::mul, gm, xh)) : Tensor();  // = dw
+           Tensor sum_gx = need[1] || (need[0] && training) ? per_channel_sum(kernel(B::mul, gm, xh)) : Tensor();  // = dw
            Tensor dx;
            if (need[0]) {
              // Training: the batch statistics depend on x too, which takes each channel's mean
@@ -115,11 +115,11 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
              // Eval: the statistics are constants, and dx = w·rstd · g.
              Tensor gc = gm;
              if (training) {
-               gc = kernels::binary(B::sub, gc, bc(scaled(sum_g, 1.0 / double(M))));
-               gc = kernels::binary(B::sub, gc, kernels::binary(B::mul, xh, bc(scaled(sum_gx, 1.0 / double(M)))));
+               gc = kernel(B::sub, gc, bc(scaled(sum_g, 1.0 / double(M))));
+               gc = kernel(B::sub, gc, kernel(B::mul, xh, bc(scaled(sum_gx, 1.0 / double(M)))));
              }
              const Tensor& wt = w.get();
-             dx = rounded_to(kernels::binary(B::mul, gc, bc(wt.defined() ? kernels::binary(B::mul, rstd, wt) : rstd)), x.get().dtype());
+             dx = rounded_to(kernel(B::mul, gc, bc(wt.defined() ? kernel(B::mul, rstd, wt) : rstd)), x.get().dtype());
            }
            return grads(dx, need[1] ? sum_gx : Tensor(), need[2] ? sum_g : Tensor());
          });

@@ -29,6 +29,11 @@ inline Tensor scaled(const Tensor& g, double factor) {
 inline Tensor widened(const Tensor& x) { return is_half(x.dtype()) ? x.detach().to(kFloat32) : x; }
 inline Tensor rounded_to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : x.detach().to(dtype); }
 
+// Kernel arithmetic, with no graph and no autocast consultation: for an op that consulted the
+// policy table once and records its own backward (the norms, the binary cross-entropies).
+inline Tensor kernel(kernels::Binary op, const Tensor& a, const Tensor& b) { return kernels::binary(op, a, b); }
+inline Tensor kernel(kernels::Unary op, const Tensor& x) { return kernels::unary(op, x); }
+
 // A tensor a backward reads for one input's gradient only, saved only if that input wants one,
 // as PyTorch's generated backwards do: a GEMM with a frozen weight keeps no activation, and
 // x * mask (dropout) keeps the mask alone.
