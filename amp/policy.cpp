@@ -26,6 +26,7 @@ constexpr std::array<PolicyRow, kNumOps> kTable{{
     {Op::pow,             "pow",             F32, IN},
     {Op::exp,             "exp",             F32, IN},
     {Op::log,             "log",             F32, IN},
+    {Op::log1p,           "log1p",           F32, IN},
     {Op::sqrt,            "sqrt",            IN,  IN},
     {Op::abs,             "abs",             IN,  IN},
     {Op::tanh,            "tanh",            IN,  IN},

@@ -24,7 +24,7 @@ enum class Op : uint8_t {
   // linear algebra and convolution
   matmul, linear, conv2d,
   // elementwise arithmetic and activations
-  add, sub, mul, div, neg, pow, exp, log, sqrt, abs, tanh, sigmoid, relu, gelu, clamp, where,
+  add, sub, mul, div, neg, pow, exp, log, log1p, sqrt, abs, tanh, sigmoid, relu, gelu, clamp, where,
   eq, ne, lt, le, gt, ge,
   // reductions
   sum, mean, max, min, argmax,

@@ -195,6 +195,7 @@ Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
     r->out_dtype = out.dtype();
     r->out_device = out.device();
     node->backward = [r](const Tensor& g, const Needs&) { return rerun(*r, g); };
+    node->once_differentiable = true;  // the rerun's own backward is a plain one
     result = out.detach();
     attach(result, std::move(node));
   }

@@ -3,6 +3,9 @@
 // Mixed dtypes promote (PyTorch's rule) through differentiable casts before the kernel, so
 // each gradient comes back in its input's dtype; broadcast gradients are summed back to the
 // input's shape by the engine.
+#include <cmath>
+#include <numbers>
+
 #include "autograd/op_support.h"
 
 namespace ampgrad {
@@ -96,6 +99,9 @@ Tensor exp(const Tensor& x) {  // d/dx e^x = e^x = y
 Tensor log(const Tensor& x) {  // d/dx ln x = 1/x
   return unary_op(Op::log, Unary::log, as_float(x), Save::input, [](const Tensor& g, const Tensor& x) { return g / x; });
 }
+Tensor log1p(const Tensor& x) {  // d/dx ln(1 + x) = 1/(1 + x)
+  return unary_op(Op::log1p, Unary::log1p, as_float(x), Save::input, [](const Tensor& g, const Tensor& x) { return g / (x + 1.0); });
+}
 Tensor sqrt(const Tensor& x) {  // d/dx √x = 1 / (2√x) = 1 / (2y)
   return unary_op(Op::sqrt, Unary::sqrt, as_float(x), Save::output, [](const Tensor& g, const Tensor& y) { return g / (y * 2.0); });
 }
@@ -111,18 +117,28 @@ Tensor tanh(const Tensor& x) {  // d/dx tanh x = 1 - y²
 Tensor sigmoid(const Tensor& x) {  // d/dx σ(x) = y (1 - y)
   return unary_op(Op::sigmoid, Unary::sigmoid, as_float(x), Save::output, [](const Tensor& g, const Tensor& y) { return g * y * (1.0 - y); });
 }
+// The backwards of relu and gelu are fused kernels, recorded as ops of their own so that a
+// create_graph backward can differentiate them again.
+//   relu_backward(g, y) = g·[y > 0]: linear in g, and flat in y (almost everywhere)
+static Tensor relu_backward(const Tensor& g, const Tensor& y) {
+  Tensor out = kernels::binary(Binary::relu_backward, g, y);
+  record("relu_backward", out, {g}, [y = Saved(y)](const Tensor& gg, const Needs&) { return grads(relu_backward(gg, y)); });
+  return out;
+}
+//   gelu_backward(g, x) = g·gelu'(x), and gelu''(x) = φ(x)(2 − x²), φ(x) = e^(−x²/2) / √(2π)
+static Tensor gelu_backward(const Tensor& g, const Tensor& x) {
+  Tensor out = kernels::binary(Binary::gelu_backward, g, x);
+  record("gelu_backward", out, {g, x}, [g = save_if(x.requires_grad(), g), x = Saved(x)](const Tensor& gg, const Needs& need) {
+    auto second = [](const Tensor& x) { Tensor x2 = x * x; return exp(x2 * -0.5) * (2.0 - x2) * (1 / std::sqrt(2 * std::numbers::pi)); };
+    return grads(need[0] ? gelu_backward(gg, x) : Tensor(), need[1] ? gg * g * second(x) : Tensor());
+  });
+  return out;
+}
+
 // 1 where x > 0 (0 at 0, as PyTorch), which is where the output is > 0: saving the output, as
 // PyTorch does, keeps nothing of ReLU's own, for the next layer saves that tensor anyway.
-Tensor relu(const Tensor& x) {
-  return unary_op(Op::relu, Unary::relu, x, Save::output, [](const Tensor& g, const Tensor& y) {
-    return kernels::binary(Binary::relu_backward, g, y);
-  });
-}
-Tensor gelu(const Tensor& x) {  // Φ(x) + x φ(x): tensor/scalar_math.h
-  return unary_op(Op::gelu, Unary::gelu, x, Save::input, [](const Tensor& g, const Tensor& x) {
-    return kernels::binary(Binary::gelu_backward, g, x);
-  });
-}
+Tensor relu(const Tensor& x) { return unary_op(Op::relu, Unary::relu, x, Save::output, relu_backward); }
+Tensor gelu(const Tensor& x) { return unary_op(Op::gelu, Unary::gelu, x, Save::input, gelu_backward); }  // Φ(x) + x φ(x): tensor/scalar_math.h
 
 Tensor pow(const Tensor& x_in, double p) {  // d/dx x^p = p x^(p-1)
   auto [x] = autocast(Op::pow, x_in);

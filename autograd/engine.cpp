@@ -7,6 +7,7 @@
 #include <atomic>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
@@ -27,28 +28,39 @@ namespace ampgrad::autograd {
 Node::~Node() {
   // Free the chain below this node with an explicit stack: a node whose last owner is this
   // chain is detached from it first, so its own destructor finds nothing left to recurse into.
+  // (The backward goes first: the Saved tensors in it hold their producers too.)
   std::vector<std::shared_ptr<Node>> stack;
-  auto take = [&stack](std::vector<Edge>& edges) {
-    for (Edge& e : edges)
+  auto take = [&stack](Node& n) {
+    n.backward = nullptr;
+    for (Edge& e : n.edges)
       if (e.fn && e.fn.use_count() == 1) stack.push_back(std::move(e.fn));
   };
-  take(edges);
+  take(*this);
   while (!stack.empty()) {
     std::shared_ptr<Node> n = std::move(stack.back());
     stack.pop_back();
-    take(n->edges);
+    take(*n);
   }
 }
 
 static thread_local const char* running_backward = "";  // the node whose backward runs now, for errors
+static thread_local Node* recording_backward = nullptr;  // that node, while create_graph records its backward
 
-const Tensor& Saved::get() const {
+Tensor Saved::get() const {
   AMPGRAD_CHECK(!tensor_.defined() || tensor_.version() == version_,
                 "backward of '" << running_backward << "': one of the variables needed for gradient computation has been modified "
                 "by an inplace operation: [" << dtype_name(tensor_.dtype()) << " " << shape_str(tensor_.shape()) << "] is at version "
                 << tensor_.version() << "; expected version " << version_ << " instead (an optimizer step or copy_ between "
                 "forward and backward?)");
-  return tensor_;
+  if (!recording_backward || !tensor_.defined()) return tensor_;
+  if (source_.leaf) return Tensor(source_.leaf);  // the leaf itself, so a second backward accumulates into its .grad
+  std::shared_ptr<Node> fn = source_.fn;
+  if (!fn && origin_ == recording_backward->output) fn = recording_backward->shared_from_this();  // the op's own output
+  if (!fn) return tensor_;  // a constant of the op (a mask, an index)
+  Tensor linked = tensor_.detach();
+  linked.impl().requires_grad = true;
+  linked.impl().grad_fn = std::move(fn);
+  return linked;
 }
 
 // One count for all threads: a node recorded before another, on whatever thread, has the lower number.
@@ -66,6 +78,7 @@ Edge edge_to(const Tensor& x) {
 
 void attach(Tensor& out, std::shared_ptr<Node> node) {
   node->sequence_nr = sequence_counter++;
+  node->output = out.impl_ptr().get();
   out.impl().requires_grad = true;
   out.impl().grad_fn = std::move(node);
 }
@@ -86,6 +99,11 @@ void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, Ba
   attach(out, std::move(node));
 }
 
+void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward, OnceDifferentiable) {
+  record(name, out, inputs, std::move(backward));
+  if (out.grad_fn()) out.grad_fn()->once_differentiable = true;
+}
+
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   const int64_t lead = g.dim() - (int64_t)shape.size();
@@ -93,7 +111,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   Shape dims;
   for (int64_t d = 0; d < g.dim(); ++d)
     if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) dims.push_back(d);
-  return kernels::sum(g, dims, false).view(shape);
+  return sum(g, dims, false).view(shape);  // the op, so a create_graph backward records it
 }
 
 // The first gradient a leaf receives becomes its .grad. A fresh result that nothing else can
@@ -103,11 +121,12 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 // .grad aliases no other tensor. Later gradients are added into it in place, as PyTorch's
 // AccumulateGrad does: a handle to .grad sees the sum, and accumulating allocates nothing. (A
 // .grad the user set with set_grad may be any view, even one g overlaps: that one is replaced
-// by the sum instead.)
+// by the sum instead, and so is a .grad under create_graph: a sum made in place would not be
+// recorded.)
 static void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
   AMPGRAD_CHECK(g.dtype() == leaf.dtype, "backward: gradient dtype " << dtype_name(g.dtype()) << " does not match the leaf's " << dtype_name(leaf.dtype));
   const Tensor grad(leaf.grad);
-  if (grad.defined() && grad.is_contiguous() && !grad.shares_storage(g)) kernels::axpy_(grad, g, 1.0);
+  if (grad.defined() && !is_grad_enabled() && grad.is_contiguous() && !grad.shares_storage(g)) kernels::axpy_(grad, g, 1.0);
   else if (grad.defined()) leaf.grad = (grad + g).impl_ptr();
   else if (g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().is_view && g.is_contiguous())
     leaf.grad = g.impl_ptr();
@@ -128,12 +147,62 @@ Tensor root_gradient(const char* op, const Tensor& out, const Tensor& gradient) 
   return gradient.dtype() == out.dtype() ? gradient : gradient.detach().to(out.dtype());
 }
 
+// What a once-differentiable backward's gradient becomes under create_graph: the same values,
+// produced by a node whose edges lead where the gradient depends (the incoming gradient and the
+// op's inputs) and whose backward raises, as PyTorch's DelayedError: a second backward that
+// reaches it is refused by name, one that does not is unaffected.
+static Tensor not_differentiable_again(const Node& n, const Tensor& gi, const Tensor& g) {
+  auto refusal = std::make_shared<Node>();
+  refusal->name = n.name;
+  auto link = [&](const Edge& e, const Shape& shape, DType dtype) {
+    if (!e) return;
+    refusal->edges.push_back(e);
+    refusal->input_shapes.push_back(shape);
+    refusal->input_dtypes.push_back(dtype);
+  };
+  link(edge_to(g), g.shape(), g.dtype());
+  for (size_t i = 0; i < n.edges.size(); ++i) link(n.edges[i], n.input_shapes[i], n.input_dtypes[i]);
+  if (refusal->edges.empty()) return gi;  // nothing a second backward could reach
+  refusal->backward = [name = n.name](const Tensor&, const Needs&) -> Grads {
+    AMPGRAD_CHECK(false, "backward of '" << name << "' is not differentiable twice (it calls kernels directly, once_differentiable): a "
+                         "gradient made through it with create_graph cannot be differentiated again");
+    return {};
+  };
+  Tensor out = gi.detach();
+  attach(out, std::move(refusal));
+  return out;
+}
+
+// While a create_graph backward records node n, n's Saved tensors come back linked (Saved::get).
+struct LinkSavedTo {
+  Node* outer;
+  explicit LinkSavedTo(Node* n) : outer(std::exchange(recording_backward, n)) {}
+  ~LinkSavedTo() { recording_backward = outer; }
+};
+
+// Runs n's backward. Under create_graph it runs in grad mode with its Saved tensors linked to the
+// graph, so its arithmetic is recorded; a once-differentiable one runs unrecorded instead.
+static Grads call_backward(Node& n, const Tensor& g, const Needs& needs, bool create_graph) {
+  const bool recorded = create_graph && !n.once_differentiable;
+  Grads gs;
+  {
+    GradModeGuard grad_mode(recorded);
+    LinkSavedTo link(recorded ? &n : nullptr);
+    gs = n.backward(g, needs);
+  }
+  if (create_graph && n.once_differentiable)
+    for (Tensor& gi : gs)
+      if (gi.defined()) gi = not_differentiable_again(n, gi, g);
+  return gs;
+}
+
 // The key a gradient on its way along e is stopped or observed under: e's node, or its leaf.
 static const void* key_of(const Edge& e) { return e.fn ? (const void*)e.fn.get() : (const void*)e.leaf.get(); }
 
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph, const Catches& catches) {
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph, const Catches& catches,
+                  bool create_graph) {
   AMPGRAD_CHECK(roots.size() == root_grads.size(), "backward: " << roots.size() << " roots and " << root_grads.size() << " gradients");
-  NoGradGuard no_grad;  // gradients are plain values here: no double backward
+  GradModeGuard grad_mode(create_graph);  // plain values, or values with a graph to differentiate again
   amp::suspend no_autocast;  // each gradient runs in the dtype its forward ran in
   InBackward profiled_as_backward;
   auto stops = [&](const void* key) { return catches.stop_at && catches.stop_at->count(key); };
@@ -214,7 +283,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
       Needs needs(n->edges.size());
       for (size_t i = 0; i < needs.size(); ++i) needs[i] = wanted(n->edges[i]);
       running_backward = n->name;
-      gs = n->backward(g, needs);
+      gs = call_backward(*n, g, needs, create_graph);
       if (!retain_graph && !n->reusable) n->backward = nullptr;  // frees the saved tensors now
     }
     for (size_t i = 0; i < n->edges.size(); ++i) {

@@ -7,7 +7,7 @@
 namespace ampgrad::autograd {
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, const std::vector<Tensor>& grad_outputs,
-                         bool retain_graph, bool allow_unused) {
+                         std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
   AMPGRAD_CHECK(!outputs.empty() && !inputs.empty(), "grad: needs at least one output and one input");
   AMPGRAD_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
                 "grad: got " << grad_outputs.size() << " grad_outputs for " << outputs.size() << " outputs");
@@ -26,7 +26,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     targets.push_back(leaf ? (const void*)inputs[i].impl_ptr().get() : (const void*)inputs[i].grad_fn().get());
     (leaf ? at_leaves : at_nodes)[targets.back()] = Tensor();
   }
-  run_backward(outputs, root_grads, retain_graph, {.stop_at = &at_leaves, .observe = &at_nodes, .accumulate_leaves = false});
+  run_backward(outputs, root_grads, retain_graph.value_or(create_graph), {.stop_at = &at_leaves, .observe = &at_nodes, .accumulate_leaves = false},
+               create_graph);
   std::vector<Tensor> gradients;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& g = at_leaves.count(targets[i]) ? at_leaves[targets[i]] : at_nodes[targets[i]];

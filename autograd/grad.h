@@ -8,9 +8,13 @@
 // Several outputs sum their gradients, each weighted by its grad_output (left out: a scalar
 // output's is 1). As in PyTorch only the part of the graph that leads to an input runs, and
 // that part is freed unless retain_graph; an input that no output depends on is an error unless
-// allow_unused, when its gradient is undefined. No create_graph: gradients are computed without
-// a graph (no double backward, in grad() or backward()).
+// allow_unused, when its gradient is undefined. With create_graph the gradients carry a graph
+// of their own and can be differentiated again (retain_graph then defaults to true):
+//
+//   Tensor g = autograd::grad({loss}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+//   (loss + (g * g).sum()).backward();   // a gradient penalty: d/dw of ‖dloss/dx‖² included
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -18,6 +22,6 @@
 namespace ampgrad::autograd {
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, const std::vector<Tensor>& grad_outputs = {},
-                         bool retain_graph = false, bool allow_unused = false);
+                         std::optional<bool> retain_graph = std::nullopt, bool create_graph = false, bool allow_unused = false);
 
 }  // namespace ampgrad::autograd

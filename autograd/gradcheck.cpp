@@ -4,8 +4,10 @@
 
 #include <cmath>
 
+#include "autograd/grad.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "tensor/random.h"
 
 namespace ampgrad {
 
@@ -43,7 +45,7 @@ bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double 
         if (in.defined() && in.requires_grad()) in.impl().grad.reset();
       Tensor seed = zeros(out.shape(), TensorOptions(out.dtype()).device(out.device()));
       seed.view({m}).narrow(0, o, 1).fill_(1);
-      fn(inputs).backward(seed);
+      if (Tensor y = fn(inputs); y.requires_grad()) y.backward(seed);  // else constant in every input: a zero row
       Tensor g = x.grad();
       std::vector<double> row = g.defined() ? to_vector<double>(g) : std::vector<double>(n, 0.0);
       for (int64_t i = 0; i < n; ++i) {
@@ -56,6 +58,25 @@ bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double 
     x.impl().grad.reset();
   }
   return true;
+}
+
+bool gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double eps, double atol, double rtol) {
+  const Tensor out = fn(inputs);
+  Generator gen(0);
+  const Tensor v = randn(out.shape(), TensorOptions(out.dtype()).device(out.device()), &gen);
+  // fn's gradients, flattened end to end: Σ_o v_o ∂fn_o/∂x for each checked input x (zeros for
+  // one fn does not use). Grad mode is on even where gradcheck perturbs under NoGradGuard.
+  auto gradients = [&fn, &v](const std::vector<Tensor>& in) {
+    EnableGradGuard recorded;
+    std::vector<Tensor> wrt;
+    for (const Tensor& x : in)
+      if (x.defined() && x.requires_grad()) wrt.push_back(x);
+    const std::vector<Tensor> gs = autograd::grad({fn(in)}, wrt, {v}, std::nullopt, /*create_graph=*/true, /*allow_unused=*/true);
+    std::vector<Tensor> flat;
+    for (size_t k = 0; k < gs.size(); ++k) flat.push_back(gs[k].defined() ? gs[k].reshape({-1}) : zeros({wrt[k].numel()}, TensorOptions(wrt[k].dtype()).device(wrt[k].device())));
+    return cat(flat);
+  };
+  return gradcheck(gradients, inputs, eps, atol, rtol);
 }
 
 }  // namespace ampgrad

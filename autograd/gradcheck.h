@@ -6,6 +6,11 @@
 //
 //   Tensor x = randn({3, 4}, kFloat64).requires_grad_();
 //   gradcheck([](auto& in) { return tanh(in[0]).sum({1}); }, {x});
+//
+// gradgradcheck, as torch.autograd.gradgradcheck, checks second derivatives the same way: it
+// runs gradcheck on the function that returns fn's gradients (for a fixed random cotangent v of
+// fn's output, made with create_graph), so the numerical side differentiates the gradients and
+// the analytical side backpropagates through the graph that create_graph recorded.
 #pragma once
 #include <functional>
 #include <vector>
@@ -19,5 +24,6 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 // Inputs: contiguous float64 tensors on any device; those that require grad are checked.
 // Passes when |numerical − analytical| <= atol + rtol·|numerical| everywhere; returns true.
 bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3);
+bool gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3);
 
 }  // namespace ampgrad

@@ -15,8 +15,8 @@ static Tensor gemm(const Tensor& a, const Tensor& b) {
   Tensor out = kernels::bmm(a, b);
   record("matmul", out, {a, b}, [a = save_if(b.requires_grad(), a), b = save_if(a.requires_grad(), b)](const Tensor& g, const Needs& need) {
     int64_t r = g.dim() - 2;  // the matrix dims are the last two
-    return grads(need[0] ? kernels::bmm(g, b.get().transpose(r, r + 1)) : Tensor(),
-                 need[1] ? kernels::bmm(a.get().transpose(r, r + 1), g) : Tensor());
+    return grads(need[0] ? gemm(g, b.get().transpose(r, r + 1)) : Tensor(),  // GEMMs themselves, so create_graph records them
+                 need[1] ? gemm(a.get().transpose(r, r + 1), g) : Tensor());
   });
   return out;
 }
@@ -64,9 +64,9 @@ static Tensor linear_2d(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor out = kernels::bmm(x, wt);
   if (b.defined()) kernels::axpy_(out, b, 1.0);  // bias broadcast over rows, in place
   record("linear", out, {x, w, b}, [x = save_if(w.requires_grad(), x), w = save_if(x.requires_grad(), w)](const Tensor& g, const Needs& need) {
-    return grads(need[0] ? kernels::bmm(g, w) : Tensor(),       // dx = G W        (N, Din)
-                 need[1] ? kernels::bmm(g.t(), x) : Tensor(),   // dW = Gᵀ x       (Dout, Din)
-                 need[2] ? kernels::sum(g, {0}, false) : Tensor());  // db = Σ_n G (Dout)
+    return grads(need[0] ? gemm(g, w) : Tensor(),       // dx = G W        (N, Din)
+                 need[1] ? gemm(g.t(), x) : Tensor(),   // dW = Gᵀ x       (Dout, Din)
+                 need[2] ? sum(g, {0}) : Tensor());     // db = Σ_n G      (Dout)
   });
   return out;
 }

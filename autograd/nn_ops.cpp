@@ -119,18 +119,23 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
   AMPGRAD_CHECK(eps >= 0 && eps <= 1, "cross_entropy: label_smoothing must be in [0, 1], got " << eps);
   const Targets t = class_targets("cross_entropy", logits, target, o.weight, o.ignore_index);
   const int64_t C = logits.size(1);
-  Tensor logp = widened(kernels::softmax_lastdim(logits, true));  // (N, C)
+  // logp keeps its link to the logits (through a log_softmax node, which saves logp itself), so a
+  // create_graph backward differentiates the probabilities it reads; the forward's arithmetic
+  // below runs on the values alone.
+  const Tensor logp_linked = widened(log_softmax(logits, 1));  // (N, C)
+  const Tensor logp = logp_linked.detach();
   Tensor losses = weighted_nll(logp, t) * (1 - eps);
   if (eps > 0) losses = losses + neg(sum(t.u.defined() ? logp * t.u : logp, {1})) * t.kept.to(logp.dtype()) * (eps / C);
   Tensor loss = reduce_losses(losses, t, o.reduction, logits.dtype());
-  record("cross_entropy", loss, {logits}, [logp, t, eps, C, reduction = o.reduction, dtype = logits.dtype()](const Tensor& g, const Needs&) {
-    Tensor hit = (t.weight * (1 - eps)).unsqueeze(1), coef = hit, goal = one_hot(t.index, logp) * hit;
+  record("cross_entropy", loss, {logits}, [logp = Saved(logp_linked), t, eps, C, reduction = o.reduction, dtype = logits.dtype()](const Tensor& g, const Needs&) {
+    const Tensor p = exp(logp);
+    Tensor hit = (t.weight * (1 - eps)).unsqueeze(1), coef = hit, goal = one_hot(t.index, p) * hit;
     if (eps > 0) {  // ignored rows are zeroed by class_grad
       const double spread = eps / C;
       coef = coef + (t.u.defined() ? sum(t.u) * spread : scalar_like(eps, coef));
       goal = goal + (t.u.defined() ? t.u * spread : scalar_like(spread, goal));
     }
-    return grads(class_grad(exp(logp) * coef - goal, g, t, reduction, dtype));
+    return grads(class_grad(p * coef - goal, g, t, reduction, dtype));
   });
   return loss;
 }
@@ -231,12 +236,16 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, con
 Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& target_in, const BCEWithLogitsOptions& o) {
   auto [x, t, w, pw] = autocast(Op::binary_cross_entropy_with_logits, input_in, target_in, o.weight, o.pos_weight);
   check_binary_loss("binary_cross_entropy_with_logits", x, t, {{&w, "weight"}, {&pw, "pos_weight"}});
-  auto softplus_neg = [](const Tensor& xm) {
-    return kernel(B::add, kernel(U::log1p, kernel(U::exp, kernel(U::neg, kernel(U::abs, xm)))), kernel(U::relu, kernel(U::neg, xm)));
-  };
+  // ops, so the backward's use is differentiable again; the forward's is unrecorded (below)
+  auto softplus_neg = [](const Tensor& xm) { return log1p(exp(-abs(xm))) + relu(-xm); };
   const std::vector<Tensor> m = in_math_dtype({x, t, w, pw});
   const Tensor &xm = m[0], &tm = m[1], &wm = m[2], &pwm = m[3], one = scalar_like(1, xm);
-  const Tensor sp = softplus_neg(xm);
+  Tensor sp;
+  {
+    NoGradGuard values_only;
+    amp::suspend not_traced;  // this op's own arithmetic, not op calls
+    sp = softplus_neg(xm);
+  }
   const Tensor l = pwm.defined() ? kernel(B::add, one, kernel(B::mul, kernel(B::sub, pwm, one), tm)) : Tensor();  // 1 + (pos_weight − 1) t
   const Tensor positive = l.defined() ? kernel(B::mul, l, sp) : sp;
   Tensor loss = kernel(B::add, kernel(B::mul, kernel(B::sub, one, tm), xm), positive);
@@ -260,6 +269,23 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& ta
 }
 
 // ---- convolution as im2col + GEMM
+
+// im2col and col2im are each other's adjoint, so each is the other's backward: recorded, they let
+// a create_graph backward through conv2d be differentiated again.
+static Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t pad);
+static Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t stride, int64_t pad) {
+  Tensor x = kernels::col2im(cols, x_shape, kh, kw, stride, pad);
+  record("col2im", x, {cols}, [kh, kw, stride, pad](const Tensor& g, const Needs&) { return grads(im2col(g, kh, kw, stride, pad)); });
+  return x;
+}
+static Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t pad) {
+  Tensor cols = kernels::im2col(x, kh, kw, stride, pad);
+  record("im2col", cols, {x}, [x_shape = x.shape(), kh, kw, stride, pad](const Tensor& g, const Needs&) {
+    return grads(col2im(g, x_shape, kh, kw, stride, pad));
+  });
+  return cols;
+}
+
 // x (N, Cin, H, W), weight (Cout, Cin, kh, kw) -> (N, Cout, Ho, Wo)
 //   cols (N·Ho·Wo, Cin·kh·kw) = im2col(x);  out2 (N·Ho·Wo, Cout) = cols · W2ᵀ + b
 //   backward: dW2 = G2ᵀ cols;  dcols = G2 W2 -> col2im -> dx;  db = Σ G2
@@ -273,21 +299,20 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
   const int64_t N = x.size(0), Cout = w.size(0), kh = w.size(2), kw = w.size(3);
   Tensor cols = kernels::im2col(x, kh, kw, stride, pad);
   const int64_t Ho = kernels::window_out_size(x.size(2), kh, stride, pad), Wo = kernels::window_out_size(x.size(3), kw, stride, pad);
-  Tensor w2 = w.detach().reshape({Cout, -1});  // a view of w: saved with w's version
-  Tensor out2 = kernels::bmm(cols, w2.t());  // (N·Ho·Wo, Cout)
+  Tensor out2 = kernels::bmm(cols, w.detach().reshape({Cout, -1}).t());  // (N·Ho·Wo, Cout): W2ᵀ, a view of w
   if (b.defined()) kernels::axpy_(out2, b, 1.0);
   Tensor out = empty({N, Cout, Ho, Wo}, TensorOptions(x.dtype()).device(x.device()));
   kernels::copy_(out, out2.view({N, Ho, Wo, Cout}).permute({0, 3, 1, 2}));
   // Saves x, not `cols`: the im2col matrix is kh·kw times larger (25 times for 5x5), and redoing
   // it in backward is one copy beside a GEMM. One gradient per statement, so each im2col-sized
   // temporary is freed before the next is made.
-  record("conv2d", out, {x, w, b}, [x = save_if(w.requires_grad(), x), x_shape = x.shape(), w2 = save_if(x.requires_grad(), w2), w_shape = w.shape(), stride, pad](const Tensor& g, const Needs& need) {
+  record("conv2d", out, {x, w, b}, [x = save_if(w.requires_grad(), x), x_shape = x.shape(), w = save_if(x.requires_grad(), w), w_shape = w.shape(), stride, pad](const Tensor& g, const Needs& need) {
     const int64_t kh = w_shape[2], kw = w_shape[3];
     Tensor g2 = g.permute({0, 2, 3, 1}).contiguous().view({-1, w_shape[0]});  // (N·Ho·Wo, Cout)
     autograd::Grads gs(3);
-    if (need[0]) gs[0] = kernels::col2im(kernels::bmm(g2, w2), x_shape, kh, kw, stride, pad);
-    if (need[1]) gs[1] = kernels::bmm(g2.t(), kernels::im2col(x, kh, kw, stride, pad)).view(w_shape);
-    if (need[2]) gs[2] = kernels::sum(g2, {0}, false);
+    if (need[0]) gs[0] = col2im(matmul(g2, w.get().reshape({w_shape[0], -1})), x_shape, kh, kw, stride, pad);
+    if (need[1]) gs[1] = matmul(g2.t(), im2col(x, kh, kw, stride, pad)).view(w_shape);
+    if (need[2]) gs[2] = sum(g2, {0});
     return gs;
   });
   return out;
@@ -300,7 +325,7 @@ Tensor max_pool2d(const Tensor& x_in, int64_t k, std::optional<int64_t> stride) 
   auto [out, idx] = kernels::max_pool2d(x, k, stride.value_or(k));
   record("max_pool2d", out, {x}, [idx, x_shape = x.shape()](const Tensor& g, const Needs&) {
     const int64_t N = x_shape[0], C = x_shape[1];
-    Tensor gx = kernels::scatter_add({N, C, x_shape[2] * x_shape[3]}, 2, idx.view({N, C, -1}), g.contiguous().view({N, C, -1}));
+    Tensor gx = autograd::scatter_add({N, C, x_shape[2] * x_shape[3]}, 2, idx.view({N, C, -1}), g.contiguous().view({N, C, -1}));
     return grads(gx.view(x_shape));
   });
   return out;
@@ -319,7 +344,7 @@ Tensor dropout(const Tensor& x_in, double p, bool training, Generator* gen) {
   auto multiplier = [scale = 1 / (1 - p)](const Tensor& keep, DType dtype) { return scaled(to(keep, dtype), scale); };
   Tensor out = kernels::binary(kernels::Binary::mul, x, multiplier(keep, x.dtype()));
   record("dropout", out, {x}, [keep = Saved(keep), multiplier](const Tensor& g, const Needs&) {
-    return grads(kernels::binary(kernels::Binary::mul, g, multiplier(keep, g.dtype())));
+    return grads(g * multiplier(keep, g.dtype()));
   });
   return out;
 }
@@ -340,7 +365,7 @@ Tensor embedding(const Tensor& indices, const Tensor& w_in) {
     throw Error(std::string("embedding: ") + e.what());
   }
   record("embedding", out, {w}, [index = Saved(index), w_shape = w.shape()](const Tensor& g, const Needs&) {
-    return grads(kernels::index_add(w_shape, 0, index, g));
+    return grads(autograd::index_add(w_shape, 0, index, g));
   });
   Shape out_shape = indices.shape();
   out_shape.push_back(w.size(1));

@@ -11,6 +11,12 @@
 // Tensors a backward reads are captured as Saved: detached (a saved tensor holding its own
 // grad_fn would tie the graph into a cycle, or a recursion as deep as the graph when freed),
 // and with their storage's version, so that reading one after an in-place write is an error.
+//
+// Because every backward is written with the library's own ops, a backward run with
+// create_graph (grad mode on) records a graph of its own: the gradient can be differentiated
+// again (Hessian-vector products, gradient penalties). A backward that calls kernels directly
+// is recorded with `once_differentiable`: its gradients then lead to a node that raises if a
+// second backward reaches it, never to a silent zero.
 #pragma once
 #include <functional>
 #include <initializer_list>
@@ -33,7 +39,7 @@ struct Edge {
   explicit operator bool() const { return fn || leaf; }
 };
 
-struct Node {
+struct Node : std::enable_shared_from_this<Node> {
   const char* name = "";          // the op, e.g. "matmul": errors and traces name it
   std::vector<Edge> edges;        // one per input, empty for inputs that need no gradient
   std::vector<Shape> input_shapes;
@@ -41,31 +47,46 @@ struct Node {
   BackwardFn backward;            // emptied after use unless retain_graph or reusable
   bool reusable = false;          // saves nothing, so later backwards may run it again (cached casts)
   uint64_t sequence_nr = 0;       // recording order, one count for all threads: checkpoint tells its region's nodes by it
+  bool once_differentiable = false;  // the backward calls kernels directly: its arithmetic cannot be recorded
+  const TensorImpl* output = nullptr;  // the output's identity (compared, never read): how a saved output finds its node
   ~Node();                        // iterative, so a 100,000-node chain frees without recursion
 };
 
 template <class... Ts> Grads grads(Ts&&... ts) { return Grads{Tensor(std::forward<Ts>(ts))...}; }
 
-// A tensor saved for backward. Read through it (it converts to const Tensor&, or get() for a
-// member call) only inside the backward: if an in-place op (an optimizer step between forward
-// and backward, say) has written its storage since, the read raises PyTorch's error instead of
-// giving a silently wrong gradient.
+Edge edge_to(const Tensor& x);  // x's grad_fn, or x as a leaf; empty if x needs no gradient
+
+// A tensor saved for backward. Read through it (it converts to Tensor, or get() for a member
+// call) only inside the backward: if an in-place op (an optimizer step between forward and
+// backward, say) has written its storage since, the read raises PyTorch's error instead of
+// giving a silently wrong gradient. Under create_graph the read comes back linked to the graph
+// it was saved from (its producer, its leaf, or, for the op's own output, the node being run),
+// so the recorded gradient depends on it as the math does.
 class Saved {
  public:
-  Saved(const Tensor& t) : tensor_(t.defined() ? t.detach() : t), version_(t.defined() ? t.version() : 0) {}
-  operator const Tensor&() const { return get(); }
-  const Tensor& get() const;
+  Saved(const Tensor& t)
+      : tensor_(t.defined() ? t.detach() : t), version_(t.defined() ? t.version() : 0), source_(edge_to(t)),
+        origin_(t.defined() ? t.impl_ptr().get() : nullptr) {}
+  operator Tensor() const { return get(); }
+  Tensor get() const;
 
  private:
   Tensor tensor_;
   uint64_t version_;
+  Edge source_;                          // where t's own gradient went when it was saved
+  const TensorImpl* origin_;             // t's identity: an output is saved before its node exists
 };
+
+// Tag for record(): the backward calls kernels directly, so a create_graph backward cannot
+// record it (layer_norm's fused kernel, say); a second backward through its gradients raises.
+struct OnceDifferentiable {};
+inline constexpr OnceDifferentiable once_differentiable{};
 
 // If grad mode is on and any input requires grad, attaches a Node to `out`.
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward);
+void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward, OnceDifferentiable);
 
 // record's two halves, for a node whose edges are not one per input tensor (checkpoint.cpp):
-Edge edge_to(const Tensor& x);  // x's grad_fn, or x as a leaf; empty if x needs no gradient
 void attach(Tensor& out, std::shared_ptr<Node> node);  // numbers the node, makes it out's grad_fn
 uint64_t next_sequence_nr();   // the number the next recorded node gets
 
@@ -87,8 +108,10 @@ struct Catches {
   bool accumulate_leaves = true;
 };
 
-// Runs the backward pass from `roots`, each with its gradient (the engine: engine.cpp).
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph, const Catches& catches = {});
+// Runs the backward pass from `roots`, each with its gradient (the engine: engine.cpp). With
+// create_graph the backwards run in grad mode, so the gradients carry a graph of their own.
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph, const Catches& catches = {},
+                  bool create_graph = false);
 
 // The gradient a backward from `out` starts with: `gradient`, checked against out's shape and
 // cast to its dtype, or ones if undefined and out has one element. `op` names the caller in errors.

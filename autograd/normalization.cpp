@@ -37,7 +37,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     return grads(need[0] ? kernels::layer_norm_backward(g, x, mean, rstd, w) : Tensor(),
                  need[1] ? kernels::sum(kernel(kernels::Binary::mul, widened(g), x_hat()), {0}, false) : Tensor(),  // dw = Σ_rows g x̂
                  need[2] ? kernels::sum(widened(g), {0}, false) : Tensor());                                                  // db = Σ_rows g
-  });
+  }, autograd::once_differentiable);
   return y.reshape(x.shape());
 }
 
@@ -122,7 +122,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
              dx = rounded_to(kernel(B::mul, gc, bc(wt.defined() ? kernel(B::mul, rstd, wt) : rstd)), x.get().dtype());
            }
            return grads(dx, need[1] ? sum_gx : Tensor(), need[2] ? sum_g : Tensor());
-         });
+         }, autograd::once_differentiable);
   return y;
 }
 

@@ -16,18 +16,20 @@ using autograd::record;
 using autograd::Saved;
 
 // g · factor, with the factor applied in float32 or wider. (g * factor would first round the
-// factor to g's dtype: 1/70000 is 0 in float16, and 1/0.9 is 1.1113.)
+// factor to g's dtype: 1/70000 is 0 in float16, and 1/0.9 is 1.1113.) Recorded, its derivative
+// being the same scaling, so a backward that scales can be differentiated again.
 inline Tensor scaled(const Tensor& g, double factor) {
-  Tensor out = g.clone();
+  Tensor out = g.detach().clone();
   kernels::scale_(out, factor);
+  record("scaled", out, {g}, [factor](const Tensor& gg, const Needs&) { return grads(scaled(gg, factor)); });
   return out;
 }
 
 // A float16/bfloat16 tensor summed as float32, and the result rounded back once at the end, as
 // PyTorch's mean and losses do: summed in float16, 40,000 losses of 2.3 would overflow before
-// the division brought them back.
-inline Tensor widened(const Tensor& x) { return is_half(x.dtype()) ? x.detach().to(kFloat32) : x; }
-inline Tensor rounded_to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : x.detach().to(dtype); }
+// the division brought them back. (Differentiable casts, with no autocast consultation.)
+inline Tensor widened(const Tensor& x) { return is_half(x.dtype()) ? autograd::cast(x, kFloat32) : x; }
+inline Tensor rounded_to(const Tensor& x, DType dtype) { return autograd::cast(x, dtype); }
 
 // Kernel arithmetic, with no graph and no autocast consultation: for an op that consulted the
 // policy table once and records its own backward (the norms, the binary cross-entropies).
@@ -38,4 +40,12 @@ inline Tensor kernel(kernels::Unary op, const Tensor& x) { return kernels::unary
 // as PyTorch's generated backwards do: a GEMM with a frozen weight keeps no activation, and
 // x * mask (dropout) keeps the mask alone.
 inline Saved save_if(bool wanted, const Tensor& t) { return Saved(wanted ? t : Tensor()); }
+
+namespace autograd {
+// Backward ops: kernels recorded with their adjoint as their own backward (shape.cpp), so the
+// backwards that call them (max, max_pool2d, index_select, embedding) are differentiable again.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);                             // ⟷ scatter_add
+Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);  // ⟷ gather
+Tensor index_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);    // ⟷ index_select
+}  // namespace autograd
 }  // namespace ampgrad

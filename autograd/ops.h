@@ -38,6 +38,7 @@ Tensor neg(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);  // log(1 + x), exact for tiny x
 Tensor sqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor tanh(const Tensor& x);

@@ -51,7 +51,7 @@ static std::pair<Tensor, Tensor> extreme(Op op, const Tensor& x_in, int64_t dim,
     // the whole gradient goes to the element that was chosen
     if (x_shape.empty()) return grads(g);  // a 0-d x is its own maximum
     Tensor gk = keepdim ? g : g.unsqueeze(dim), ik = keepdim ? idx : idx.unsqueeze(dim);
-    return grads(kernels::scatter_add(x_shape, dim, ik, gk.contiguous()));
+    return grads(autograd::scatter_add(x_shape, dim, ik, gk.contiguous()));
   });
   return {values, indices};
 }

@@ -127,10 +127,14 @@ Tensor transpose(const Tensor& x_in, int64_t d0, int64_t d1) {
   return permute(x, dims);
 }
 
-// Zeros of x's geometry with g written into the region that narrow(dim, start, len) selects.
+// Zeros of x's geometry with g written into the region that narrow(dim, start, len) selects;
+// its own backward is that narrow.
 static Tensor pad_back(const Tensor& g, const Shape& shape, int64_t dim, int64_t start) {
   Tensor full = zeros(shape, TensorOptions(g.dtype()).device(g.device()));
   kernels::copy_(full.as_strided(g.shape(), full.strides(), start * full.strides()[dim]), g);
+  record("narrow_backward", full, {g}, [dim, start, length = g.shape()[dim]](const Tensor& gg, const Needs&) {
+    return grads(gg.narrow(dim, start, length));
+  });
   return full;
 }
 
@@ -154,10 +158,32 @@ Tensor index_select(const Tensor& x_in, int64_t dim, const Tensor& index) {
   AMPGRAD_CHECK(index.device() == x.device(), "index_select: index on " << index.device().str() << ", input on " << x.device().str());
   Tensor out = kernels::index_select(x, dim, index);
   record("index_select", out, {x}, [index = Saved(index.detach()), in_shape = x.shape(), dim](const Tensor& g, const Needs&) {
-    return grads(kernels::index_add(in_shape, dim, index, g));
+    return grads(autograd::index_add(in_shape, dim, index, g));
   });
   return out;
 }
+
+namespace autograd {
+Tensor index_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = kernels::index_add(shape, dim, index, src);
+  record("index_add", out, {src}, [index = Saved(index), dim](const Tensor& g, const Needs&) { return grads(g.index_select(dim, index)); });
+  return out;
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  Tensor out = kernels::gather(x, dim, index);
+  record("gather", out, {x}, [index = Saved(index), dim, shape = x.shape()](const Tensor& g, const Needs&) {
+    return grads(scatter_add(shape, dim, index, g.contiguous()));
+  });
+  return out;
+}
+
+Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = kernels::scatter_add(shape, dim, index, src);
+  record("scatter_add", out, {src}, [index = Saved(index), dim](const Tensor& g, const Needs&) { return grads(gather(g, dim, index)); });
+  return out;
+}
+}  // namespace autograd
 
 Tensor select(const Tensor& x_in, int64_t dim, int64_t index) {
   auto [x] = autocast(Op::select, x_in);

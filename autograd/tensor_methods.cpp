@@ -23,9 +23,9 @@ void Tensor::set_grad(const Tensor& g) {
 bool Tensor::is_leaf() const { return impl().grad_fn == nullptr; }
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return impl().grad_fn; }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
   AMPGRAD_CHECK(requires_grad(), "backward: tensor does not require grad and has no grad_fn");
-  autograd::run_backward({*this}, {autograd::root_gradient("backward", *this, gradient)}, retain_graph);
+  autograd::run_backward({*this}, {autograd::root_gradient("backward", *this, gradient)}, retain_graph.value_or(create_graph), {}, create_graph);
 }
 
 Tensor Tensor::detach() const {

@@ -108,14 +108,16 @@ class Tensor {
   }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
-  // ---- autograd state (defined in autograd/tensor_autograd.cpp) ----
+  // ---- autograd state (defined in autograd/tensor_methods.cpp) ----
   bool requires_grad() const;
   Tensor& requires_grad_(bool requires_grad = true);
   Tensor grad() const;            // undefined until a backward reaches this leaf
   void set_grad(const Tensor& g);  // undefined tensor clears it
   bool is_leaf() const;
   std::shared_ptr<autograd::Node> grad_fn() const;
-  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // retain_graph defaults to create_graph, as in PyTorch; create_graph records the backward
+  // itself, so the gradients (and .grad) can be differentiated again.
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt, bool create_graph = false) const;
   Tensor detach() const;  // same storage, no history
 
   // ---- differentiable methods (defined in autograd/, forwarding to the free functions) ----

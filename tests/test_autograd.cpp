@@ -279,7 +279,7 @@ DEVICE_TEST_CASE("autograd::grad: several outputs sum, an output may be an input
   Tensor s = (a * 2.0).sum();
   CHECK_THROWS_WITH_AS(autograd::grad({s}, {c}, {}, true), doctest::Contains("grad: input 0 is not used in the graph of the outputs"), Error);
   CHECK_THROWS_WITH_AS(autograd::grad({s}, {c * 3.0}, {}, true), doctest::Contains("grad: input 0 is not used"), Error);  // an intermediate
-  std::vector<Tensor> unused = autograd::grad({s}, {a, c}, {}, true, /*allow_unused=*/true);
+  std::vector<Tensor> unused = autograd::grad({s}, {a, c}, {}, true, false, /*allow_unused=*/true);
   CHECK(vec(unused[0]) == std::vector<double>{2, 2});
   CHECK(!unused[1].defined());
   CHECK_THROWS_WITH_AS(autograd::grad({s}, {from_vector<double>({1}).to(dev)}), doctest::Contains("grad: input 0 does not require grad"), Error);

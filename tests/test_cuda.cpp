@@ -117,6 +117,7 @@ std::vector<OpCase> op_table() {
       {"pow 0.5", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return pow(i[0], 0.5); }},
       {"exp", {{4, 6}}, -2, 2, 1, simple, [](In i) { return exp(i[0]); }},
       {"log", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return log(i[0]); }},
+      {"log1p", {{4, 6}}, -0.5, 2, 1, simple, [](In i) { return log1p(i[0]); }},
       {"sqrt", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return sqrt(i[0]); }},
       {"abs", {{4, 6}}, -1, 1, 1, simple, [](In i) { return abs(i[0]); }},
       {"tanh", {{4, 6}}, -2, 2, 1, simple, [](In i) { return tanh(i[0]); }},

@@ -34,6 +34,7 @@ DEVICE_TEST_CASE("elementwise forward values") {
   close(vec(clamp(x, -0.5, 1.5)), {-0.5, 0, 1, 1.5});
   close(vec(pow(x, 3)), {-1, 0, 1, 8});
   close(vec(exp(x)), {std::exp(-1.0), 1, std::exp(1.0), std::exp(2.0)});
+  close(vec(log1p(from_vector<double>({0, 1e-12, 1}).to(dev))), {0, 1e-12, std::log(2.0)}, 1e-12);  // log(1 + 1e-12) would lose 4 digits
   close(vec(where(gt(x, scalar_like(0, x)), x, x * 10.0)), {-10, 0, 1, 2});
   close(vec(1.0 / (x + 2.0)), {1, 0.5, 1.0 / 3, 0.25});
   close(vec(2.0 - x), {3, 2, 1, 0});
@@ -52,6 +53,7 @@ DEVICE_TEST_CASE("gradcheck: elementwise, with broadcasting") {
   CHECK(gradcheck([&](In i) { return pow(i[0], 0.5); }, {r(dev, {4}, 0.5, 2)}));
   CHECK(gradcheck([&](In i) { return exp(i[0]); }, {r(dev, {4})}));
   CHECK(gradcheck([&](In i) { return log(i[0]); }, {r(dev, {4}, 0.5, 2)}));
+  CHECK(gradcheck([&](In i) { return log1p(i[0]); }, {r(dev, {4}, -0.5, 2)}));
   CHECK(gradcheck([&](In i) { return sqrt(i[0]); }, {r(dev, {4}, 0.5, 2)}));
   CHECK(gradcheck([&](In i) { return abs(i[0]); }, {(r(dev, {4}, 0.1, 1) * from_vector<double>({1, -1, 1, -1}).to(dev)).detach().requires_grad_()}));
   CHECK(gradcheck([&](In i) { return tanh(i[0]); }, {r(dev, {4})}));

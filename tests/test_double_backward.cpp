@@ -1,0 +1,213 @@
+// test_double_backward.cpp — create_graph: gradients that are differentiated again. Closed forms
+// (derivatives of x³, a least-squares Hessian), gradgradcheck (second derivatives against float64
+// central differences of the gradient) for every op whose backward is recorded, the refusal of a
+// second backward through a once-differentiable op, .grad under create_graph, and PyTorch's AMP
+// recipe for a gradient penalty: scaled gradients, unscaled by hand, the penalty under autocast.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
+#include "autograd/checkpoint.h"
+#include "autograd/grad.h"
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "devices.h"
+#include "nn/attention.h"
+#include "optim/sgd.h"
+
+using namespace ampgrad;
+
+static std::vector<double> vec(const Tensor& t) { return to_vector<double>(t); }
+static Tensor leaf(Device dev, std::vector<double> v, const Shape& s = {}) {
+  return from_vector<double>(v, s.empty() ? Shape{(int64_t)v.size()} : s).to(dev).requires_grad_();
+}
+// A float64 leaf on dev, uniform in [lo, hi), drawn on the host.
+static Tensor r(Device dev, const Shape& s, double lo = -1, double hi = 1) { return (rand(s, kFloat64) * (hi - lo) + lo).to(dev).detach().requires_grad_(); }
+static Tensor grad_of(const Tensor& y, const Tensor& x) { return autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0]; }
+using In = const std::vector<Tensor>&;
+
+DEVICE_TEST_CASE("derivatives of x³ to the third, through grad and backward") {
+  Tensor x = leaf(dev, {-1, 0.5, 2});
+  Tensor d1 = grad_of(pow(x, 3).sum(), x);  // 3x²
+  Tensor d2 = grad_of(d1.sum(), x);         // 6x
+  Tensor d3 = grad_of(d2.sum(), x);         // 6
+  CHECK(vec(d1) == std::vector<double>{3, 0.75, 12});
+  CHECK(vec(d2) == std::vector<double>{-6, 3, 12});
+  CHECK(vec(d3) == std::vector<double>{6, 6, 6});
+  CHECK(d1.requires_grad());
+  // Without create_graph the gradient is a plain value, as before.
+  CHECK_FALSE(autograd::grad({pow(x, 3).sum()}, {x})[0].requires_grad());
+
+  // backward(create_graph): .grad carries a graph, and a second backward differentiates it.
+  Tensor y = (x * x * x).sum();
+  y.backward({}, std::nullopt, /*create_graph=*/true);
+  Tensor g = x.grad();
+  CHECK(g.requires_grad());
+  CHECK(vec(g) == std::vector<double>{3, 0.75, 12});
+  // retain_graph defaulted to create_graph: y's graph runs again (kept again, for g's graph reads it)
+  CHECK(vec(autograd::grad({y}, {x}, {}, /*retain_graph=*/true)[0]) == vec(g));
+  x.set_grad({});
+  g.sum().backward();
+  CHECK(vec(x.grad()) == std::vector<double>{-6, 3, 12});
+}
+
+DEVICE_TEST_CASE("under create_graph a second gradient is added out of place, with its graph") {
+  Tensor x = leaf(dev, {1, 2});
+  (x * x).sum().backward();
+  Tensor before = x.grad();
+  (x * x * x).sum().backward({}, std::nullopt, true);
+  CHECK_FALSE(x.grad().is_same(before));  // in place would not be recorded
+  CHECK(vec(before) == std::vector<double>{2, 4});
+  CHECK(vec(x.grad()) == std::vector<double>{5, 16});  // 2x + 3x²
+  Tensor g = x.grad();
+  x.set_grad({});
+  g.sum().backward();  // only the recorded part has a derivative: 6x
+  CHECK(vec(x.grad()) == std::vector<double>{6, 12});
+}
+
+DEVICE_TEST_CASE("a Hessian-vector product of least squares is 2 XᵀX v") {
+  Tensor X = from_vector<double>({1, 2, 0, -1, 3, 1}, {3, 2}).to(dev), y = from_vector<double>({1, 0, 2}).to(dev);
+  Tensor w = leaf(dev, {0.5, -0.25}), v = from_vector<double>({1, 2}).to(dev);
+  Tensor residual = matmul(X, w) - y;
+  Tensor gw = grad_of((residual * residual).sum(), w);  // 2 Xᵀ (X w − y)
+  Tensor hv = grad_of((gw * v).sum(), w);
+  // XᵀX = [[10, 5], [5, 6]]: 2 XᵀX v = 2 (20, 17)
+  CHECK(vec(hv) == std::vector<double>{40, 34});
+}
+
+DEVICE_TEST_CASE("gradgradcheck: arithmetic, activations and reductions") {
+  manual_seed(11);
+  CHECK(gradgradcheck([](In i) { return i[0] * i[1] + i[0] / i[1] - i[1]; }, {r(dev, {2, 3}), r(dev, {3}, 0.5, 2)}));
+  CHECK(gradgradcheck([](In i) { return pow(i[0], 2.5) + pow(i[0], 2) * 3.0; }, {r(dev, {4}, 0.5, 2)}));
+  CHECK(gradgradcheck([](In i) { return exp(i[0]) + log(i[0]) + log1p(i[0]) + sqrt(i[0]); }, {r(dev, {4}, 0.5, 2)}));
+  CHECK(gradgradcheck([](In i) { return tanh(i[0]) * sigmoid(i[0]) - (-i[0]); }, {r(dev, {5}, -2, 2)}));
+  CHECK(gradgradcheck([](In i) { return gelu(i[0]) * i[1]; }, {r(dev, {6}, -3, 3), r(dev, {6})}));
+  // Piecewise ops: their second derivative is 0, but they pass a gradient that has a graph.
+  Tensor kinked = from_vector<double>({-0.7, 0.3, 1.2, -0.4}).to(dev).requires_grad_();
+  CHECK(gradgradcheck([](In i) { return pow(relu(i[0]), 2) + pow(abs(i[0]), 3); }, {kinked}));
+  CHECK(gradgradcheck([](In i) { return pow(clamp(i[0], -0.5, 0.5), 3); }, {kinked}));
+  Tensor cond = from_vector<bool>({true, false, true}).to(dev);
+  CHECK(gradgradcheck([&](In i) { return pow(where(cond, i[0], i[1]), 3); }, {r(dev, {2, 3}), r(dev, {3})}));
+  CHECK(gradgradcheck([](In i) { return pow(sum(i[0], {1}), 3) + pow(mean(i[0], {0}, true), 2).sum(); }, {r(dev, {2, 3})}));
+  CHECK(gradgradcheck([](In i) { return pow(max(i[0], 1).first, 3) + pow(min(i[0]), 2) + pow(max(i[0]), 3); }, {r(dev, {3, 4})}));
+}
+
+DEVICE_TEST_CASE("gradgradcheck: views, copies and indexing") {
+  manual_seed(12);
+  Tensor idx = from_vector<int64_t>({2, 0, 2}).to(dev);
+  CHECK(gradgradcheck([](In i) { return pow(i[0].reshape({3, 2}).transpose(0, 1).contiguous(), 3); }, {r(dev, {2, 3})}));
+  CHECK(gradgradcheck([](In i) { return pow(i[0].permute({1, 0}).narrow(0, 1, 2).select(1, 1), 3); }, {r(dev, {2, 3})}));
+  CHECK(gradgradcheck([](In i) { return pow(i[0].unsqueeze(0).expand({2, 3}).squeeze().clone(), 3); }, {r(dev, {3})}));
+  CHECK(gradgradcheck([](In i) { return pow(cat({i[0], i[1]}, 1), 3) + pow(stack({i[0], i[0]}), 2).sum(); }, {r(dev, {2, 3}), r(dev, {2, 1})}));
+  CHECK(gradgradcheck([&](In i) { return pow(index_select(i[0], 1, idx), 3); }, {r(dev, {2, 3})}));
+  CHECK(gradgradcheck([&](In i) { return pow(embedding(idx, i[0]), 3); }, {r(dev, {4, 2})}));
+}
+
+DEVICE_TEST_CASE("gradgradcheck: GEMMs, convolution and pooling") {
+  manual_seed(13);
+  CHECK(gradgradcheck([](In i) { return tanh(matmul(i[0], i[1])); }, {r(dev, {2, 3}), r(dev, {3, 4})}));
+  CHECK(gradgradcheck([](In i) { return tanh(matmul(i[0], i[1])); }, {r(dev, {2, 1, 2, 3}), r(dev, {3, 3, 2})}));  // batch dims broadcast
+  CHECK(gradgradcheck([](In i) { return tanh(matmul(i[0], i[1])); }, {r(dev, {3}), r(dev, {3, 2})}));
+  CHECK(gradgradcheck([](In i) { return tanh(linear(i[0], i[1], i[2])); }, {r(dev, {2, 3}), r(dev, {4, 3}), r(dev, {4})}));
+  CHECK(gradgradcheck([](In i) { return tanh(conv2d(i[0], i[1], i[2], 2, 1)); }, {r(dev, {1, 2, 4, 4}), r(dev, {2, 2, 3, 3}), r(dev, {2})}));
+  CHECK(gradgradcheck([](In i) { return pow(max_pool2d(i[0], 2), 3); }, {r(dev, {1, 2, 4, 4})}));
+}
+
+DEVICE_TEST_CASE("gradgradcheck: softmax, losses, dropout and attention") {
+  manual_seed(14);
+  Tensor t = from_vector<int64_t>({1, 3, 0}).to(dev), u = from_vector<double>({0.5, 1, 2, 1.5}).to(dev);
+  CHECK(gradgradcheck([](In i) { return softmax(i[0], 1) * log_softmax(i[0], 0); }, {r(dev, {3, 4})}));
+  CHECK(gradgradcheck([&](In i) { return cross_entropy(i[0], t); }, {r(dev, {3, 4})}));
+  CHECK(gradgradcheck([&](In i) { return cross_entropy(i[0], t, {.weight = u, .ignore_index = 0, .label_smoothing = 0.1}); }, {r(dev, {3, 4})}));
+  CHECK(gradgradcheck([&](In i) { return cross_entropy(i[0], t, {.reduction = Reduction::Sum}); }, {r(dev, {3, 4})}));
+  CHECK(gradgradcheck([&](In i) { return nll_loss(log_softmax(i[0], 1), t, {.weight = u}); }, {r(dev, {3, 4})}));
+  CHECK(gradgradcheck([](In i) { return mse_loss(tanh(i[0]), i[1]); }, {r(dev, {2, 3}), r(dev, {2, 3})}));
+  CHECK(gradgradcheck([](In i) { return binary_cross_entropy(i[0], i[1]); }, {r(dev, {5}, 0.1, 0.9), r(dev, {5}, 0, 1)}));
+  Tensor weight = from_vector<double>({1, 2, 0.5}).to(dev), pos_weight = from_vector<double>({3, 1, 0.5}).to(dev);
+  CHECK(gradgradcheck([&](In i) { return binary_cross_entropy_with_logits(i[0], i[1], {.weight = weight, .pos_weight = pos_weight}); },
+                      {r(dev, {2, 3}, -3, 3), r(dev, {2, 3}, 0, 1)}));
+  CHECK(gradgradcheck([](In i) {
+    Generator gen(5);  // the same mask at every evaluation
+    return pow(dropout(i[0], 0.4, true, &gen), 3);
+  }, {r(dev, {8})}));
+  CHECK(gradgradcheck([](In i) { return nn::functional::scaled_dot_product_attention(i[0], i[1], i[2], {.is_causal = true}); },
+                      {r(dev, {1, 3, 2}), r(dev, {1, 3, 2}), r(dev, {1, 3, 2})}));
+}
+
+// A CNN and its loss, differentiated twice: the input-gradient penalty of a classifier.
+DEVICE_TEST_CASE("gradgradcheck: a small CNN classifier, by its input and its weights") {
+  manual_seed(15);
+  Tensor t = from_vector<int64_t>({2, 0}).to(dev);
+  CHECK(gradgradcheck([&](In i) {
+    Tensor h = max_pool2d(relu(conv2d(i[0], i[1], {}, 1, 1)), 2).flatten(1);
+    return cross_entropy(linear(h, i[2]), t);
+  }, {r(dev, {2, 1, 4, 4}), r(dev, {2, 1, 3, 3}), r(dev, {3, 8})}));
+}
+
+DEVICE_TEST_CASE("a once-differentiable backward gives its gradient, and refuses a second backward by name") {
+  Tensor x = leaf(dev, {0.3, -1, 2, 0.5, 1, -0.2}, {2, 3}), c = from_vector<double>({1, 2, 3, -1, 0.5, 2}, {2, 3}).to(dev);
+  const Tensor plain = autograd::grad({(layer_norm(x, {3}) * c).sum()}, {x})[0];
+  const Tensor linked = grad_of((layer_norm(x, {3}) * c).sum(), x);
+  CHECK(vec(linked) == vec(plain));  // the first derivative is the same
+  CHECK(linked.requires_grad());
+  CHECK_THROWS_WITH_AS(linked.sum().backward(), doctest::Contains("backward of 'layer_norm' is not differentiable twice"), Error);
+  const Tensor bn = grad_of((batch_norm(x, {}, {}, {}, {}, true) * c).sum(), x);
+  CHECK_THROWS_WITH_AS(autograd::grad({bn.sum()}, {x}), doctest::Contains("backward of 'batch_norm' is not differentiable twice"), Error);
+  auto region = [](In in) { return tanh(in[0]) * 2.0; };
+  const Tensor through_checkpoint = grad_of(checkpoint(region, {x}).sum(), x);
+  CHECK(vec(through_checkpoint) == vec(autograd::grad({region({x}).sum()}, {x})[0]));
+  CHECK_THROWS_WITH_AS(through_checkpoint.sum().backward(), doctest::Contains("backward of 'checkpoint'"), Error);
+  // A second backward that does not pass through the op is unaffected.
+  Tensor z = leaf(dev, {1, 2, 3});
+  Tensor both = grad_of((z * z).sum() + (layer_norm(x, {3}) * c).sum(), z);
+  CHECK(vec(grad_of(both.sum(), z)) == std::vector<double>{2, 2, 2});
+}
+
+// PyTorch's AMP recipe for a gradient penalty (the AMP examples, "Gradient penalty"): the
+// gradients are taken of the scaled loss, so they are unscaled by hand before the penalty, which
+// is computed under autocast; the scaled total then goes through the usual scaler steps.
+// Without the unscaling the penalty is the scale (here 1024) times too large, as the last check
+// shows. (At the default 65536 this small model's float16 weight gradients overflow: a normal
+// AMP step would skip and back off, so the test starts lower.)
+TEST_CASE("a gradient penalty under fp16 autocast and the GradScaler matches float32") {
+  manual_seed(21);
+  const Tensor x = randn({16, 4}), target = randn({16, 1});
+  const Tensor w1_0 = randn({8, 4}) * 0.5, b1_0 = randn({8}) * 0.1, w2_0 = randn({1, 8}) * 0.5;
+  struct Run { std::vector<double> grads; double penalty; };
+  auto run = [&](bool amp, bool unscale_first) {
+    std::vector<Tensor> params = {w1_0.clone().requires_grad_(), b1_0.clone().requires_grad_(), w2_0.clone().requires_grad_()};
+    optim::SGD opt(params, {.lr = 0.1});
+    amp::GradScaler scaler({.init_scale = 1024, .enabled = amp});
+    auto forward = [&] { return mse_loss(linear(tanh(linear(x, params[0], params[1])), params[2]), target); };
+    Tensor loss;
+    {
+      amp::autocast ac(DeviceType::CPU, kFloat16, amp);
+      loss = forward();
+    }
+    std::vector<Tensor> g = autograd::grad({scaler.scale(loss)}, params, {}, std::nullopt, /*create_graph=*/true);
+    const double inv = unscale_first ? 1.0 / scaler.get_scale() : 1.0;
+    Tensor total, penalty;
+    {
+      amp::autocast ac(DeviceType::CPU, kFloat16, amp);
+      Tensor squares = zeros({});
+      for (const Tensor& gi : g) squares = squares + pow(gi * inv, 2).sum();
+      penalty = sqrt(squares);
+      total = loss + penalty;
+    }
+    scaler.scale(total).backward();
+    scaler.unscale_(opt);
+    Run out{{}, penalty.item<double>()};
+    for (const Tensor& p : params)
+      for (double v : vec(p.grad())) out.grads.push_back(v);
+    return out;
+  };
+  const Run fp32 = run(false, true), fp16 = run(true, true);
+  REQUIRE(fp32.grads.size() == fp16.grads.size());
+  CHECK(fp16.penalty == doctest::Approx(fp32.penalty).epsilon(2e-3));
+  double scale = 0;
+  for (double v : fp32.grads) scale = std::max(scale, std::abs(v));
+  for (size_t k = 0; k < fp32.grads.size(); ++k) CHECK(std::abs(fp16.grads[k] - fp32.grads[k]) <= 5e-3 * scale);
+  CHECK(run(true, false).penalty == doctest::Approx(fp32.penalty * 1024).epsilon(2e-3));
+}
