@@ -44,7 +44,8 @@ Node::~Node() {
 }
 
 static thread_local const char* running_backward = "";  // the node whose backward runs now, for errors
-static thread_local Node* recording_backward = nullptr;  // that node, while create_graph records its backward
+static thread_local Node* recording_node = nullptr;  // that node, while create_graph records its backward
+bool recording_backward() { return recording_node != nullptr; }
 
 Tensor Saved::get() const {
   AMPGRAD_CHECK(!tensor_.defined() || tensor_.version() == version_,
@@ -52,10 +53,10 @@ Tensor Saved::get() const {
                 "by an inplace operation: [" << dtype_name(tensor_.dtype()) << " " << shape_str(tensor_.shape()) << "] is at version "
                 << tensor_.version() << "; expected version " << version_ << " instead (an optimizer step or copy_ between "
                 "forward and backward?)");
-  if (!recording_backward || !tensor_.defined()) return tensor_;
+  if (!recording_node || !tensor_.defined()) return tensor_;
   if (source_.leaf) return Tensor(source_.leaf);  // the leaf itself, so a second backward accumulates into its .grad
   std::shared_ptr<Node> fn = source_.fn;
-  if (!fn && origin_ == recording_backward->output) fn = recording_backward->shared_from_this();  // the op's own output
+  if (!fn && origin_ == recording_node->output) fn = recording_node->shared_from_this();  // the op's own output
   if (!fn) return tensor_;  // a constant of the op (a mask, an index)
   Tensor linked = tensor_.detach();
   linked.impl().requires_grad = true;
@@ -176,8 +177,8 @@ static Tensor not_differentiable_again(const Node& n, const Tensor& gi, const Te
 // While a create_graph backward records node n, n's Saved tensors come back linked (Saved::get).
 struct LinkSavedTo {
   Node* outer;
-  explicit LinkSavedTo(Node* n) : outer(std::exchange(recording_backward, n)) {}
-  ~LinkSavedTo() { recording_backward = outer; }
+  explicit LinkSavedTo(Node* n) : outer(std::exchange(recording_node, n)) {}
+  ~LinkSavedTo() { recording_node = outer; }
 };
 
 // Runs n's backward. Under create_graph it runs in grad mode with its Saved tensors linked to the

@@ -38,4 +38,22 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   return gradients;
 }
 
+// Each wanted input enters the composite through a view of its own, so its gradient is caught at
+// that view's node and the walk stops there, whatever produced the input.
+Grads composite_backward(const CompositeFn& forward, const std::vector<Tensor>& inputs, const Tensor& g, const Needs& needs) {
+  std::vector<Tensor> operands = inputs, wanted;
+  std::vector<size_t> slots;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!needs[i] || !inputs[i].defined() || !inputs[i].requires_grad()) continue;
+    operands[i] = inputs[i].view(inputs[i].shape());
+    wanted.push_back(operands[i]);
+    slots.push_back(i);
+  }
+  Grads out(inputs.size());
+  if (wanted.empty()) return out;
+  const std::vector<Tensor> gs = grad({forward(operands)}, wanted, {g}, std::nullopt, /*create_graph=*/true, /*allow_unused=*/true);
+  for (size_t k = 0; k < slots.size(); ++k) out[slots[k]] = gs[k];
+  return out;
+}
+
 }  // namespace ampgrad::autograd

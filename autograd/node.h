@@ -78,9 +78,18 @@ class Saved {
 };
 
 // Tag for record(): the backward calls kernels directly, so a create_graph backward cannot
-// record it (layer_norm's fused kernel, say); a second backward through its gradients raises.
+// record it (checkpoint's rerun); a second backward through its gradients raises.
 struct OnceDifferentiable {};
 inline constexpr OnceDifferentiable once_differentiable{};
+
+// Whether the backward running now is being recorded (create_graph). A backward built on fused
+// kernels (layer_norm's, batch_norm's closed form) then returns composite_backward instead: the
+// gradients of `forward`, the op written in the library's own ops, taken with create_graph from
+// the inputs (Saved, so linked) and g. The fused path stays the fast one; this one is exact to
+// any order. (grad.cpp)
+bool recording_backward();
+using CompositeFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
+Grads composite_backward(const CompositeFn& forward, const std::vector<Tensor>& inputs, const Tensor& g, const Needs& needs);
 
 // If grad mode is on and any input requires grad, attaches a Node to `out`.
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward);

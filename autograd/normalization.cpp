@@ -7,6 +7,18 @@
 
 namespace ampgrad {
 
+// layer_norm of rows (R, D) in the library's ops: what a create_graph backward differentiates,
+// the fused kernels being opaque to it.
+static autograd::CompositeFn layer_norm_composite(double eps) {
+  return [eps](const std::vector<Tensor>& in) {
+    const Tensor x = widened(in[0]), xc = x - mean(x, {1}, true);
+    Tensor y = xc / sqrt(mean(xc * xc, {1}, true) + eps);
+    if (in[1].defined()) y = y * in[1];
+    if (in[2].defined()) y = y + in[2];
+    return rounded_to(y, in[0].dtype());
+  };
+}
+
 // Normalises each row of the trailing dims to mean 0 and variance 1, then scales and shifts it:
 // y = (x − mean) · rstd · w + b, rstd = 1/√(var + eps). One fused kernel each way, as llm.c's
 // layernorm_forward / layernorm_backward: the forward keeps x and each row's mean and rstd, and
@@ -29,7 +41,8 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   const Tensor wm = w.defined() ? to(w.reshape({D}), math) : w, bm = b.defined() ? to(b.reshape({D}), math) : b;
   const Tensor rows = x.reshape({-1, D});  // (R, D)
   auto [y, mean, rstd] = kernels::layer_norm(rows, wm, bm, eps);
-  record("layer_norm", y, {rows, wm, bm}, [x = Saved(rows), mean, rstd, w = save_if(rows.requires_grad(), wm)](const Tensor& g, const Needs& need) {
+  record("layer_norm", y, {rows, wm, bm}, [x = Saved(rows), mean, rstd, w = Saved(wm), b = Saved(bm), eps](const Tensor& g, const Needs& need) {
+    if (autograd::recording_backward()) return autograd::composite_backward(layer_norm_composite(eps), {x, w, b}, g, need);
     // x̂ and g in the math dtype, for the parameters' gradients (summed over the rows)
     auto x_hat = [&] {
       return kernel(kernels::Binary::mul, kernel(kernels::Binary::sub, widened(x.get()), mean.unsqueeze(1)), rstd.unsqueeze(1));
@@ -37,9 +50,32 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     return grads(need[0] ? kernels::layer_norm_backward(g, x, mean, rstd, w) : Tensor(),
                  need[1] ? kernels::sum(kernel(kernels::Binary::mul, widened(g), x_hat()), {0}, false) : Tensor(),  // dw = Σ_rows g x̂
                  need[2] ? kernels::sum(widened(g), {0}, false) : Tensor());                                                  // db = Σ_rows g
-  }, autograd::once_differentiable);
+  });
   return y.reshape(x.shape());
 }
+
+namespace {
+// How batch norm sees x (N, C, ...): the dims its statistics reduce over (all but 1), the M values
+// of a channel, and (C) statistics broadcast over x as (1, C, 1, ...).
+struct Channels {
+  Shape dims, per_channel;
+  int64_t M;
+  Tensor bc(const Tensor& t) const { return t.reshape(per_channel); }
+  Tensor mean(const Tensor& t) const { return scaled(sum(t, dims), 1.0 / double(M)); }
+};
+// y = (x − mean) · rstd · w + b, rstd = 1/√(var + eps), in the library's ops on an x of the math
+// dtype; mean and var are the batch's (the variance biased) unless given. The forward runs it
+// unrecorded, and a create_graph backward differentiates it: the closed form is opaque to it.
+struct Normalized { Tensor y, mean, var, rstd; };
+Normalized normalize(const Channels& c, const Tensor& xm, const Tensor& given_mean, const Tensor& given_var, const Tensor& wm, const Tensor& bm,
+                     double eps) {
+  const Tensor mean = given_mean.defined() ? given_mean : c.mean(xm), xc = xm - c.bc(mean);
+  const Tensor var = given_var.defined() ? given_var : c.mean(xc * xc), rstd = scalar_like(1, var) / sqrt(var + eps);
+  Tensor y = xc * c.bc(wm.defined() ? rstd * wm : rstd);
+  if (bm.defined()) y = y + c.bc(bm);
+  return {y, mean, var, rstd};
+}
+}  // namespace
 
 // Normalises each channel (dim 1) of x (N, C, ...) over the batch and every other dim, then scales
 // and shifts it: y = (x − mean) · rstd · w + b, rstd = 1/√(var + eps), with the batch's mean and
@@ -68,43 +104,42 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   AMPGRAD_CHECK(training || running_mean.defined(), "batch_norm: running_mean and running_var are needed when not training");
   AMPGRAD_CHECK(!training || M != 1, "batch_norm: expected more than 1 value per channel when training, got input of shape " << shape_str(x.shape()));
 
-  using B = kernels::Binary;
   const DType math = is_half(x.dtype()) ? kFloat32 : x.dtype();
-  Shape dims{0}, per_channel(x.dim(), 1);  // reduce over every dim but 1; (C) statistics broadcast as (1, C, 1, ...)
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  per_channel[1] = C;
-  auto bc = [per_channel](const Tensor& c) { return c.reshape(per_channel); };
-  auto per_channel_sum = [dims](const Tensor& t) { return kernels::sum(t, dims, false); };
-
-  const Tensor xm = widened(x.detach());
-  Tensor mean, var, xc;
-  if (training) {
-    mean = scaled(per_channel_sum(xm), 1.0 / double(M));
-    xc = kernel(B::sub, xm, bc(mean));
-    var = scaled(per_channel_sum(kernel(B::mul, xc, xc)), 1.0 / double(M));  // biased: what normalises this batch
-    // unbiased: what estimates the population's (an empty batch has no statistics to give)
-    if (running_mean.defined() && M > 0 && !in_checkpoint_rerun()) {
-      NoGradGuard no_grad;
-      Tensor(running_mean).mul_(1 - momentum).add_(mean, momentum);  // handles to the caller's buffers
-      Tensor(running_var).mul_(1 - momentum).add_(var, momentum * double(M) / double(M - 1));
-    }
-  } else {
-    // copies: a later training step updates the buffers in place, and this backward must not see it
-    mean = running_mean.detach().to(math).clone();
-    var = running_var.detach().to(math).clone();
-    xc = kernel(B::sub, xm, bc(mean));
-  }
-  const Tensor rstd = kernel(B::div, scalar_like(1, var), kernel(kernels::Unary::sqrt, kernel(B::add, var, scalar_like(eps, var))));
+  Channels c{.dims = {0}, .per_channel = Shape(x.dim(), 1), .M = M};
+  for (int64_t d = 2; d < x.dim(); ++d) c.dims.push_back(d);
+  c.per_channel[1] = C;
   // Weight and bias in the math dtype; the casts are ops, so their gradients return in the parameters' dtypes.
   const Tensor wm = w.defined() ? to(w, math) : w, bm = b.defined() ? to(b, math) : b;
-  Tensor y = kernel(B::mul, xc, bc(wm.defined() ? kernel(B::mul, rstd, wm) : rstd));
-  if (bm.defined()) y = kernel(B::add, y, bc(bm));
-  y = rounded_to(y, x.dtype());
+  // Eval normalises with copies of the running estimates: a later training step updates the
+  // buffers in place, and this backward must not see it.
+  const Tensor given_mean = training ? Tensor() : running_mean.detach().to(math).clone();
+  const Tensor given_var = training ? Tensor() : running_var.detach().to(math).clone();
+  Normalized n;
+  {
+    NoGradGuard values_only;  // this op records its own backward, below
+    amp::suspend not_traced;
+    n = normalize(c, widened(x), given_mean, given_var, wm, bm, eps);
+  }
+  Tensor y = rounded_to(n.y, x.dtype());
+  // unbiased: what estimates the population's (an empty batch has no statistics to give)
+  if (training && running_mean.defined() && M > 0 && !in_checkpoint_rerun()) {
+    NoGradGuard no_grad;
+    Tensor(running_mean).mul_(1 - momentum).add_(n.mean, momentum);  // handles to the caller's buffers
+    Tensor(running_var).mul_(1 - momentum).add_(n.var, momentum * double(M) / double(M - 1));
+  }
 
+  using B = kernels::Binary;
   record("batch_norm", y, {x, wm, bm},
-         [x = Saved(x), mean, rstd, w = save_if(x.requires_grad(), wm), bc, per_channel_sum, M, training](const Tensor& g, const Needs& need) {
+         [x = Saved(x), mean = n.mean, rstd = n.rstd, given_mean, given_var, w = Saved(wm), b = Saved(bm), c, eps, training](const Tensor& g, const Needs& need) {
+           if (autograd::recording_backward()) {
+             auto forward = [&](const std::vector<Tensor>& in) {
+               return rounded_to(normalize(c, widened(in[0]), given_mean, given_var, in[1], in[2], eps).y, in[0].dtype());
+             };
+             return autograd::composite_backward(forward, {x, w, b}, g, need);
+           }
            const Tensor gm = widened(g);
-           auto x_hat = [&] { return kernel(B::mul, kernel(B::sub, widened(x.get()), bc(mean)), bc(rstd)); };
+           auto per_channel_sum = [&](const Tensor& t) { return kernels::sum(t, c.dims, false); };
+           auto x_hat = [&] { return kernel(B::mul, kernel(B::sub, widened(x.get()), c.bc(mean)), c.bc(rstd)); };
            Tensor xh = need[1] || (need[0] && training) ? x_hat() : Tensor();
            Tensor sum_g = need[2] || (need[0] && training) ? per_channel_sum(gm) : Tensor();                          // = db
            Tensor sum_gx = need[1] || (need[0] && training) ? per_channel_sum(kernel(B::mul, gm, xh)) : Tensor();  // = dw
@@ -115,14 +150,14 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
              // Eval: the statistics are constants, and dx = w·rstd · g.
              Tensor gc = gm;
              if (training) {
-               gc = kernel(B::sub, gc, bc(scaled(sum_g, 1.0 / double(M))));
-               gc = kernel(B::sub, gc, kernel(B::mul, xh, bc(scaled(sum_gx, 1.0 / double(M)))));
+               gc = kernel(B::sub, gc, c.bc(scaled(sum_g, 1.0 / double(c.M))));
+               gc = kernel(B::sub, gc, kernel(B::mul, xh, c.bc(scaled(sum_gx, 1.0 / double(c.M)))));
              }
-             const Tensor& wt = w.get();
-             dx = rounded_to(kernel(B::mul, gc, bc(wt.defined() ? kernel(B::mul, rstd, wt) : rstd)), x.get().dtype());
+             const Tensor wt = w.get();
+             dx = rounded_to(kernel(B::mul, gc, c.bc(wt.defined() ? kernel(B::mul, rstd, wt) : rstd)), x.get().dtype());
            }
            return grads(dx, need[1] ? sum_gx : Tensor(), need[2] ? sum_g : Tensor());
-         }, autograd::once_differentiable);
+         });
   return y;
 }
 

@@ -146,23 +146,41 @@ DEVICE_TEST_CASE("gradgradcheck: a small CNN classifier, by its input and its we
   }, {r(dev, {2, 1, 4, 4}), r(dev, {2, 1, 3, 3}), r(dev, {3, 8})}));
 }
 
-DEVICE_TEST_CASE("a once-differentiable backward gives its gradient, and refuses a second backward by name") {
-  Tensor x = leaf(dev, {0.3, -1, 2, 0.5, 1, -0.2}, {2, 3}), c = from_vector<double>({1, 2, 3, -1, 0.5, 2}, {2, 3}).to(dev);
-  const Tensor plain = autograd::grad({(layer_norm(x, {3}) * c).sum()}, {x})[0];
-  const Tensor linked = grad_of((layer_norm(x, {3}) * c).sum(), x);
-  CHECK(vec(linked) == vec(plain));  // the first derivative is the same
-  CHECK(linked.requires_grad());
-  CHECK_THROWS_WITH_AS(linked.sum().backward(), doctest::Contains("backward of 'layer_norm' is not differentiable twice"), Error);
-  const Tensor bn = grad_of((batch_norm(x, {}, {}, {}, {}, true) * c).sum(), x);
-  CHECK_THROWS_WITH_AS(autograd::grad({bn.sum()}, {x}), doctest::Contains("backward of 'batch_norm' is not differentiable twice"), Error);
+// layer_norm and batch_norm backpropagate through fused kernels (a closed form for batch norm);
+// under create_graph they differentiate a composite of the library's ops instead.
+DEVICE_TEST_CASE("gradgradcheck: layer_norm and batch_norm, through their composite forms") {
+  manual_seed(16);
+  CHECK(gradgradcheck([](In i) { return layer_norm(i[0], {3}, i[1], i[2]); }, {r(dev, {2, 3}), r(dev, {3}), r(dev, {3})}));
+  CHECK(gradgradcheck([](In i) { return pow(layer_norm(i[0], {2, 2}), 2); }, {r(dev, {3, 2, 2})}));
+  CHECK(gradgradcheck([](In i) { return batch_norm(i[0], {}, {}, i[1], i[2], true); }, {r(dev, {3, 2, 2}), r(dev, {2}), r(dev, {2})}));
+  Tensor running_mean = from_vector<double>({0.1, -0.2}).to(dev), running_var = from_vector<double>({0.5, 2}).to(dev);
+  CHECK(gradgradcheck([&](In i) { return pow(batch_norm(i[0], running_mean, running_var, i[1], {}, false), 2); }, {r(dev, {3, 2}), r(dev, {2})}));
+  // the fast path and the composite give the same first derivative
+  Tensor x = r(dev, {4, 3}), w = r(dev, {3}), c = r(dev, {4, 3}).detach();
+  const std::vector<Tensor> plain = autograd::grad({(batch_norm(x, {}, {}, w, {}, true) * c).sum()}, {x, w});
+  const std::vector<Tensor> composite = autograd::grad({(batch_norm(x, {}, {}, w, {}, true) * c).sum()}, {x, w}, {}, std::nullopt, true);
+  for (size_t k = 0; k < 2; ++k) {
+    const std::vector<double> p = vec(plain[k]), q = vec(composite[k]);
+    for (size_t e = 0; e < p.size(); ++e) CHECK(q[e] == doctest::Approx(p[e]).epsilon(1e-12));
+  }
+}
+
+DEVICE_TEST_CASE("a once-differentiable backward (checkpoint) gives its gradient, and refuses a second backward by name") {
+  Tensor x = leaf(dev, {0.3, -1, 2, 0.5, 1, -0.2}, {2, 3});
   auto region = [](In in) { return tanh(in[0]) * 2.0; };
   const Tensor through_checkpoint = grad_of(checkpoint(region, {x}).sum(), x);
-  CHECK(vec(through_checkpoint) == vec(autograd::grad({region({x}).sum()}, {x})[0]));
-  CHECK_THROWS_WITH_AS(through_checkpoint.sum().backward(), doctest::Contains("backward of 'checkpoint'"), Error);
+  CHECK(vec(through_checkpoint) == vec(autograd::grad({region({x}).sum()}, {x})[0]));  // the first derivative is the same
+  CHECK(through_checkpoint.requires_grad());
+  CHECK_THROWS_WITH_AS(through_checkpoint.sum().backward(), doctest::Contains("backward of 'checkpoint' is not differentiable twice"), Error);
+  CHECK_THROWS_WITH_AS(autograd::grad({through_checkpoint.sum()}, {x}), doctest::Contains("backward of 'checkpoint'"), Error);
   // A second backward that does not pass through the op is unaffected.
   Tensor z = leaf(dev, {1, 2, 3});
-  Tensor both = grad_of((z * z).sum() + (layer_norm(x, {3}) * c).sum(), z);
-  CHECK(vec(grad_of(both.sum(), z)) == std::vector<double>{2, 2, 2});
+  ((z * z).sum() + checkpoint(region, {x}).sum()).backward({}, std::nullopt, /*create_graph=*/true);
+  const Tensor gz = z.grad(), gx = x.grad();
+  z.set_grad({});
+  gz.sum().backward();
+  CHECK(vec(z.grad()) == std::vector<double>{2, 2, 2});
+  CHECK_THROWS_WITH_AS(gx.sum().backward(), doctest::Contains("backward of 'checkpoint'"), Error);
 }
 
 // PyTorch's AMP recipe for a gradient penalty (the AMP examples, "Gradient penalty"): the
