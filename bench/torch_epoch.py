@@ -96,6 +96,8 @@ def main():
     ap.add_argument("--limit-train", type=int, default=0, help="use only the first N samples (0: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=1, help="epochs to train (a line each); after more than one, the test accuracy")
+    ap.add_argument("--grad-penalty", type=float, default=0.0, help="λ of the input-gradient penalty λ · mean_n |dloss_n/dx_n|², as the trainer's")
+    ap.add_argument("--fgsm", type=float, default=0.0, help="with --epochs > 1, also the test accuracy under an FGSM attack of this size")
     ap.add_argument("--quiet", action="store_true", help="skip the BLAS report")
     args = ap.parse_args()
 
@@ -124,9 +126,14 @@ def main():
             idx = order[start:start + args.batch_size]
             x, y = x_all[idx], y_all[idx]  # gathered into fresh tensors, as ampgrad's DataLoader does
             opt.zero_grad(set_to_none=True)
+            x.requires_grad_(args.grad_penalty > 0)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp == "bf16"):
                 loss = F.cross_entropy(model(x), y)
-            loss.backward()
+            objective = loss
+            if args.grad_penalty > 0:  # double backpropagation: the loss is a batch mean, so N · Σ g² = mean_n |dloss_n/dx_n|²
+                g = torch.autograd.grad(loss, x, create_graph=True)[0]
+                objective = loss + (g * g).sum() * (args.grad_penalty * x.shape[0])
+            objective.backward()
             opt.step()
             loss_sum += loss.detach().float()
             batches += 1
@@ -139,6 +146,14 @@ def main():
         with torch.no_grad():
             correct = sum(int((model(x_test[i:i + 1000]).argmax(1) == y_test[i:i + 1000]).sum()) for i in range(0, len(y_test), 1000))
         print(f"torch_test model={args.model} epochs={args.epochs} seed={args.seed} test_acc={correct / len(y_test):.4f}")
+        if args.fgsm > 0:  # x + ε·sign(dloss/dx), clamped to [0, 1], as the trainer's --fgsm
+            fooled = 0
+            for i in range(0, len(y_test), 1000):
+                x, y = x_test[i:i + 1000].clone().requires_grad_(), y_test[i:i + 1000]
+                g = torch.autograd.grad(F.cross_entropy(model(x), y), x)[0]
+                with torch.no_grad():
+                    fooled += int((model((x + args.fgsm * g.sign()).clamp(0, 1)).argmax(1) == y).sum())
+            print(f"torch_fgsm eps={args.fgsm} grad_penalty={args.grad_penalty} fgsm_acc={fooled / len(y_test):.4f}")
 
 if __name__ == "__main__":
     main()

@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint", c.checkpoint_segments, "activation checkpointing: run the model in N segments, all but the last recomputed in backward (0: off)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--clip-grad", c.clip_grad, "clip the global gradient norm to this (0: off)")->capture_default_str();
+  app.add_option("--grad-penalty", c.grad_penalty, "add λ · mean ‖∂loss_n/∂x_n‖², a second derivative (double backpropagation; 0: off)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--fgsm", c.fgsm_eps, "also report test accuracy under an FGSM attack of this size, pixels in [0, 1] (0: off)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--limit-train", c.limit_train, "use only the first N training samples");
   app.add_option("--limit-test", c.limit_test, "use only the first N test samples");
   app.add_option("--save", c.save_path, "checkpoint (safetensors), written after every epoch");

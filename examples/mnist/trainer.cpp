@@ -9,6 +9,7 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "autograd/grad.h"
 #include "autograd/ops.h"
 #include "data/idx.h"
 #include "data/loader.h"
@@ -83,8 +84,37 @@ static void progress_bar(std::ostream& log, int64_t done, int64_t total, double 
       << std::setprecision(1) << eta << "s   " << std::flush;
 }
 
+// --grad-penalty λ: double backpropagation (Drucker & LeCun, 1992), λ · mean_n ‖∂loss_n/∂x_n‖²,
+// which flattens the loss around every training image. It follows PyTorch's AMP recipe for a
+// gradient penalty: the gradient of the *scaled* loss, taken with create_graph so the penalty can
+// be differentiated in turn, is unscaled before use (here divided by the scale tensor, which needs
+// no host read), and the penalty is computed under autocast like the rest of the forward.
+static Tensor input_gradient_penalty(const Tensor& loss, const Tensor& x, amp::GradScaler& scaler, double lambda,
+                                     const examples::AmpSetting& precision) {
+  const Tensor scaled_grad = autograd::grad({scaler.scale(loss)}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  const Tensor grad = scaled_grad / scaler.scale(ones({}, TensorOptions().device(x.device())));
+  amp::autocast ac(x.device().type, precision.dtype, precision.enabled);
+  // loss is the batch's mean, so ∂loss/∂x_n = ∂loss_n/∂x_n / N: mean_n ‖∂loss_n/∂x_n‖² = N · Σ grad²
+  return sum(grad * grad) * (lambda * double(x.size(0)));
+}
+
+// --fgsm ε: each test image moved by ε against the model, x + ε·sign(∂loss/∂x), clamped to [0, 1]
+// (the fast gradient sign method, Goodfellow et al., 2015). The attack's gradient is taken in
+// float32 whatever the training precision, so every run faces the same attack.
+static Tensor fgsm(nn::Module& model, const Tensor& x, const Tensor& y, double eps) {
+  EnableGradGuard with_grad;
+  const Tensor xr = x.detach().requires_grad_();
+  const Tensor g = autograd::grad({nn::functional::cross_entropy(model.forward(xr), y)}, {xr})[0];
+  const Tensor zero = zeros({}, TensorOptions().device(x.device()));
+  const Tensor sign = gt(g, zero).to(kFloat32) - lt(g, zero).to(kFloat32);
+  return clamp(x + sign * eps, 0.0, 1.0);
+}
+
 TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.accum_steps >= 1, "--accum-steps must be >= 1");
+  AMPGRAD_CHECK(c.grad_penalty >= 0 && c.fgsm_eps >= 0, "--grad-penalty and --fgsm must be >= 0");
+  AMPGRAD_CHECK(!(c.grad_penalty > 0 && c.checkpoint_segments > 0),
+                "--grad-penalty differentiates the backward, which a checkpointed region does not record: use one of --grad-penalty and --checkpoint");
   const Device device = examples::training_device(c.device);
   const examples::AmpSetting precision = examples::amp_setting(c.amp);
   set_num_threads(c.threads);
@@ -120,7 +150,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   if (!c.metrics_path.empty()) {
     metrics.open(c.metrics_path);
     AMPGRAD_CHECK(metrics, "cannot write metrics to " << c.metrics_path);
-    metrics << "epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps,step_peak_bytes\n";
+    metrics << "epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps,step_peak_bytes" << (c.fgsm_eps > 0 ? ",fgsm_acc" : "") << "\n";
   }
   log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
       << " test) optimizer=" << c.optimizer << " lr=" << opt->lr() << " batch=" << c.batch_size << " amp=" << c.amp
@@ -142,18 +172,19 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     const int64_t n_batches = train_loader.size();
     opt->zero_grad();
     for (auto [x_host, y_host] : train_loader) {
-      const Tensor x = x_host.to(device), y = y_host.to(device);
+      const Tensor x = c.grad_penalty > 0 ? x_host.to(device).requires_grad_() : x_host.to(device), y = y_host.to(device);
       // 1. forward under autocast: GEMMs in 16 bits, the loss in float32 (the policy table)
       Tensor loss;
       {
         amp::autocast ac(device.type, precision.dtype, precision.enabled);
         loss = nn::functional::cross_entropy(forward(x), y);
       }
+      const Tensor objective = c.grad_penalty > 0 ? loss + input_gradient_penalty(loss, x, scaler, c.grad_penalty, precision) : loss;
       // 2. scaled backward; gradients of micro-batches add up in .grad, each weighted so that the
       //    step sees the mean over its group (the last group of an epoch may be short)
       const int64_t group_start = batches / c.accum_steps * c.accum_steps;
       const int64_t group_size = std::min<int64_t>(c.accum_steps, n_batches - group_start);
-      scaler.scale(loss / double(group_size)).backward();
+      scaler.scale(objective / double(group_size)).backward();
       loss_sum = loss_sum + loss.detach();
       ++batches;
       seen += x.size(0);
@@ -180,26 +211,30 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     // evaluation, in the same precision as training
     model->eval();
     double test_loss = 0;
-    int64_t correct = 0;
-    {
+    int64_t correct = 0, fgsm_correct = 0;
+    for (auto [x_host, y_host] : test_loader) {
+      const Tensor x = x_host.to(device), y = y_host.to(device);
+      const Tensor attacked = c.fgsm_eps > 0 ? fgsm(*model, x, y, c.fgsm_eps) : Tensor();
       NoGradGuard no_grad;
       amp::autocast ac(device.type, precision.dtype, precision.enabled);
-      for (auto [x_host, y_host] : test_loader) {
-        const Tensor x = x_host.to(device), y = y_host.to(device);
-        Tensor logits = model->forward(x);
-        test_loss += nn::functional::cross_entropy(logits, y).item<double>() * x.size(0);
-        correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
-      }
+      Tensor logits = model->forward(x);
+      test_loss += nn::functional::cross_entropy(logits, y).item<double>() * x.size(0);
+      correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
+      if (attacked.defined()) fgsm_correct += sum(eq(argmax(model->forward(attacked), 1), y)).item<int64_t>();
     }
     EpochResult r{epoch + 1, loss_sum.item<double>() / batches, test_loss / test_set.size(),
-                  double(correct) / test_set.size(), seconds, scaler.get_scale(), skipped_sum.item<int64_t>(), step_peak};
+                  double(correct) / test_set.size(), seconds, scaler.get_scale(), skipped_sum.item<int64_t>(), step_peak,
+                  double(fgsm_correct) / test_set.size()};
     result.epochs.push_back(r);
     log << "epoch " << r.epoch << "/" << c.epochs << std::fixed << std::setprecision(4) << "  train_loss " << r.train_loss
-        << "  test_loss " << r.test_loss << "  test_acc " << r.test_acc << std::setprecision(2) << "  " << r.seconds << "s";
+        << "  test_loss " << r.test_loss << "  test_acc " << r.test_acc;
+    if (c.fgsm_eps > 0) log << "  fgsm_acc " << r.fgsm_acc;
+    log << std::setprecision(2) << "  " << r.seconds << "s";
     if (use_scaler) log << "  scale " << std::setprecision(0) << r.scale << "  skipped " << r.skipped_steps;
     log << std::setprecision(1) << "  step_peak " << double(r.step_peak_bytes) / (1 << 20) << "MiB" << std::defaultfloat << "\n";
     if (metrics) metrics << r.epoch << "," << r.train_loss << "," << r.test_loss << "," << r.test_acc << "," << r.seconds << ","
-                         << r.scale << "," << r.skipped_steps << "," << r.step_peak_bytes << std::endl;
+                         << r.scale << "," << r.skipped_steps << "," << r.step_peak_bytes
+                         << (c.fgsm_eps > 0 ? "," + std::to_string(r.fgsm_acc) : "") << std::endl;
     if (!c.save_path.empty()) save_checkpoint(c.save_path, c, epoch + 1, *model, *opt, scaler);
   }
   if (!c.scale_history_path.empty()) {

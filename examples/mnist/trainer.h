@@ -1,6 +1,8 @@
 // trainer.h — the MNIST training loop: one AMP training step as PyTorch's recipe writes it
 // (zero grads, autocast forward, scaled backward, scaler step, scaler update), with gradient
-// accumulation, clipping, evaluation, metrics, and safetensors checkpoints that resume bit-exactly.
+// accumulation, clipping, an input-gradient penalty (a second derivative, under AMP), evaluation
+// (with an FGSM attack, to see what the penalty buys), metrics, and safetensors checkpoints that
+// resume bit-exactly.
 // The CLI (main.cpp) only fills a TrainConfig; tests call train() directly.
 #pragma once
 #include <iosfwd>
@@ -29,6 +31,8 @@ struct TrainConfig {
   int accum_steps = 1;              // micro-batches per optimizer step
   int checkpoint_segments = 0;      // activation checkpointing: the model run in this many segments (0: off)
   double clip_grad = 0;             // max global grad norm; 0: no clipping
+  double grad_penalty = 0;          // λ of the input-gradient penalty, λ · mean_n ‖∂loss_n/∂x_n‖² (double backpropagation); 0: off
+  double fgsm_eps = 0;              // also test on images moved by an FGSM attack of this size (0: off)
   int64_t limit_train = 0, limit_test = 0;  // use only the first N samples (0: all)
   std::string save_path, resume_path, metrics_path, scale_history_path;
   bool amp_trace = false;           // print autocast's per-op summary after the first epoch
@@ -41,6 +45,7 @@ struct EpochResult {
   double train_loss, test_loss, test_acc, seconds, scale;
   int64_t skipped_steps;
   int64_t step_peak_bytes;  // the most the training steps held above what lived at the epoch's start
+  double fgsm_acc = 0;      // test accuracy under the FGSM attack (with fgsm_eps > 0)
 };
 
 struct TrainResult {
