@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
@@ -47,6 +48,8 @@ static thread_local const char* running_backward = "";  // the node whose backwa
 static thread_local Node* recording_node = nullptr;  // that node, while create_graph records its backward
 bool recording_backward() { return recording_node != nullptr; }
 
+template <class A, class B> static bool same_owner(const A& a, const B& b) { return !a.owner_before(b) && !b.owner_before(a); }
+
 Tensor Saved::get() const {
   AMPGRAD_CHECK(!tensor_.defined() || tensor_.version() == version_,
                 "backward of '" << running_backward << "': one of the variables needed for gradient computation has been modified "
@@ -56,7 +59,7 @@ Tensor Saved::get() const {
   if (!recording_node || !tensor_.defined()) return tensor_;
   if (source_.leaf) return Tensor(source_.leaf);  // the leaf itself, so a second backward accumulates into its .grad
   std::shared_ptr<Node> fn = source_.fn;
-  if (!fn && origin_ == recording_node->output) fn = recording_node->shared_from_this();  // the op's own output
+  if (!fn && same_owner(origin_, recording_node->output)) fn = recording_node->shared_from_this();  // the op's own output
   if (!fn) return tensor_;  // a constant of the op (a mask, an index)
   Tensor linked = tensor_.detach();
   linked.impl().requires_grad = true;
@@ -79,7 +82,7 @@ Edge edge_to(const Tensor& x) {
 
 void attach(Tensor& out, std::shared_ptr<Node> node) {
   node->sequence_nr = sequence_counter++;
-  node->output = out.impl_ptr().get();
+  node->output = out.impl_ptr();
   out.impl().requires_grad = true;
   out.impl().grad_fn = std::move(node);
 }
@@ -138,14 +141,15 @@ static void sum_into(Tensor& slot, const Tensor& g) {
   if (g.defined()) slot = slot.defined() ? slot + g : g;
 }
 
-Tensor root_gradient(const char* op, const Tensor& out, const Tensor& gradient) {
+Tensor root_gradient(const char* op, const Tensor& out, const Tensor& gradient, bool create_graph) {
   if (!gradient.defined()) {
     AMPGRAD_CHECK(out.numel() == 1, op << ": grad can be implicitly created only for scalar outputs; got shape " << shape_str(out.shape()));
     return ones_like(out);
   }
   AMPGRAD_CHECK(gradient.shape() == out.shape(),
                 op << ": gradient of shape " << shape_str(gradient.shape()) << " does not match output of shape " << shape_str(out.shape()));
-  return gradient.dtype() == out.dtype() ? gradient : gradient.detach().to(out.dtype());
+  if (gradient.dtype() == out.dtype()) return gradient;
+  return create_graph ? cast(gradient, out.dtype()) : cast(gradient.detach(), out.dtype());
 }
 
 // What a once-differentiable backward's gradient becomes under create_graph: the same values,
@@ -165,8 +169,8 @@ static Tensor not_differentiable_again(const Node& n, const Tensor& gi, const Te
   for (size_t i = 0; i < n.edges.size(); ++i) link(n.edges[i], n.input_shapes[i], n.input_dtypes[i]);
   if (refusal->edges.empty()) return gi;  // nothing a second backward could reach
   refusal->backward = [name = n.name](const Tensor&, const Needs&) -> Grads {
-    AMPGRAD_CHECK(false, "backward of '" << name << "' is not differentiable twice (it calls kernels directly, once_differentiable): a "
-                         "gradient made through it with create_graph cannot be differentiated again");
+    AMPGRAD_CHECK(false, "backward of '" << name << "' is not differentiable twice (its backward is not recorded: once_differentiable): "
+                         "a gradient made through it with create_graph cannot be differentiated again");
     return {};
   };
   Tensor out = gi.detach();
@@ -174,11 +178,17 @@ static Tensor not_differentiable_again(const Node& n, const Tensor& gi, const Te
   return out;
 }
 
-// While a create_graph backward records node n, n's Saved tensors come back linked (Saved::get).
-struct LinkSavedTo {
-  Node* outer;
-  explicit LinkSavedTo(Node* n) : outer(std::exchange(recording_node, n)) {}
-  ~LinkSavedTo() { recording_node = outer; }
+// The node whose backward runs, named in errors, and the one whose Saved tensors come back linked
+// while create_graph records it (Saved::get); both restored after, for engines nest.
+struct Running {
+  const char* outer_name;
+  Node* outer_recording;
+  Running(const Node& n, Node* recording)
+      : outer_name(std::exchange(running_backward, n.name)), outer_recording(std::exchange(recording_node, recording)) {}
+  ~Running() {
+    running_backward = outer_name;
+    recording_node = outer_recording;
+  }
 };
 
 // Runs n's backward. Under create_graph it runs in grad mode with its Saved tensors linked to the
@@ -188,7 +198,7 @@ static Grads call_backward(Node& n, const Tensor& g, const Needs& needs, bool cr
   Grads gs;
   {
     GradModeGuard grad_mode(recorded);
-    LinkSavedTo link(recorded ? &n : nullptr);
+    Running running(n, recorded ? &n : nullptr);
     gs = n.backward(g, needs);
   }
   if (create_graph && n.once_differentiable)
@@ -283,7 +293,6 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
                                      << "Pass retain_graph=true to the first backward if you need to call it twice");
       Needs needs(n->edges.size());
       for (size_t i = 0; i < needs.size(); ++i) needs[i] = wanted(n->edges[i]);
-      running_backward = n->name;
       gs = call_backward(*n, g, needs, create_graph);
       if (!retain_graph && !n->reusable) n->backward = nullptr;  // frees the saved tensors now
     }

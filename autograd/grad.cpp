@@ -14,7 +14,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   std::vector<Tensor> root_grads;
   for (size_t i = 0; i < outputs.size(); ++i) {
     AMPGRAD_CHECK(outputs[i].defined() && outputs[i].requires_grad(), "grad: output " << i << " does not require grad and has no grad_fn");
-    root_grads.push_back(root_gradient("grad", outputs[i], grad_outputs.empty() ? Tensor() : grad_outputs[i]));
+    root_grads.push_back(root_gradient("grad", outputs[i], grad_outputs.empty() ? Tensor() : grad_outputs[i], create_graph));
   }
   // A leaf input's gradient is caught where it arrives; an intermediate one's is observed as its
   // node receives it, and the walk goes on below it, since another input may lie there.
@@ -38,21 +38,22 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   return gradients;
 }
 
-// Each wanted input enters the composite through a view of its own, so its gradient is caught at
-// that view's node and the walk stops there, whatever produced the input.
+// Each wanted input enters the composite through a view of its own, whose node is a stop: its
+// gradient is caught there and the walk goes no further, whatever produced the input (below it
+// lies the rest of the model's graph, which the outer backward walks anyway).
 Grads composite_backward(const CompositeFn& forward, const std::vector<Tensor>& inputs, const Tensor& g, const Needs& needs) {
-  std::vector<Tensor> operands = inputs, wanted;
-  std::vector<size_t> slots;
+  std::vector<Tensor> operands = inputs;
+  Caught at_views;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!needs[i] || !inputs[i].defined() || !inputs[i].requires_grad()) continue;
     operands[i] = inputs[i].view(inputs[i].shape());
-    wanted.push_back(operands[i]);
-    slots.push_back(i);
+    at_views[operands[i].grad_fn().get()] = Tensor();
   }
   Grads out(inputs.size());
-  if (wanted.empty()) return out;
-  const std::vector<Tensor> gs = grad({forward(operands)}, wanted, {g}, std::nullopt, /*create_graph=*/true, /*allow_unused=*/true);
-  for (size_t k = 0; k < slots.size(); ++k) out[slots[k]] = gs[k];
+  if (at_views.empty()) return out;
+  run_backward({forward(operands)}, {g}, /*retain_graph=*/true, {.stop_at = &at_views, .accumulate_leaves = false}, /*create_graph=*/true);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (operands[i].defined() && operands[i].grad_fn() && at_views.count(operands[i].grad_fn().get())) out[i] = at_views[operands[i].grad_fn().get()];
   return out;
 }
 

@@ -63,20 +63,22 @@ bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double 
 bool gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, double eps, double atol, double rtol) {
   const Tensor out = fn(inputs);
   Generator gen(0);
-  const Tensor v = randn(out.shape(), TensorOptions(out.dtype()).device(out.device()), &gen);
+  std::vector<Tensor> checked = inputs;  // and v, last: a backward must be differentiable in its incoming gradient too
+  checked.push_back(randn(out.shape(), TensorOptions(out.dtype()).device(out.device()), &gen).requires_grad_());
   // fn's gradients, flattened end to end: Σ_o v_o ∂fn_o/∂x for each checked input x (zeros for
   // one fn does not use). Grad mode is on even where gradcheck perturbs under NoGradGuard.
-  auto gradients = [&fn, &v](const std::vector<Tensor>& in) {
+  auto gradients = [&fn](const std::vector<Tensor>& in) {
     EnableGradGuard recorded;
+    const std::vector<Tensor> xs(in.begin(), in.end() - 1);
     std::vector<Tensor> wrt;
-    for (const Tensor& x : in)
+    for (const Tensor& x : xs)
       if (x.defined() && x.requires_grad()) wrt.push_back(x);
-    const std::vector<Tensor> gs = autograd::grad({fn(in)}, wrt, {v}, std::nullopt, /*create_graph=*/true, /*allow_unused=*/true);
+    const std::vector<Tensor> gs = autograd::grad({fn(xs)}, wrt, {in.back()}, std::nullopt, /*create_graph=*/true, /*allow_unused=*/true);
     std::vector<Tensor> flat;
     for (size_t k = 0; k < gs.size(); ++k) flat.push_back(gs[k].defined() ? gs[k].reshape({-1}) : zeros({wrt[k].numel()}, TensorOptions(wrt[k].dtype()).device(wrt[k].device())));
     return cat(flat);
   };
-  return gradcheck(gradients, inputs, eps, atol, rtol);
+  return gradcheck(gradients, checked, eps, atol, rtol);
 }
 
 }  // namespace ampgrad

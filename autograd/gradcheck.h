@@ -8,9 +8,10 @@
 //   gradcheck([](auto& in) { return tanh(in[0]).sum({1}); }, {x});
 //
 // gradgradcheck, as torch.autograd.gradgradcheck, checks second derivatives the same way: it
-// runs gradcheck on the function that returns fn's gradients (for a fixed random cotangent v of
-// fn's output, made with create_graph), so the numerical side differentiates the gradients and
-// the analytical side backpropagates through the graph that create_graph recorded.
+// runs gradcheck on the function that returns fn's gradients for a random cotangent v of fn's
+// output (made with create_graph), with respect to the inputs and to v, so the numerical side
+// differentiates the gradients and the analytical side backpropagates through the graph that
+// create_graph recorded.
 #pragma once
 #include <functional>
 #include <vector>

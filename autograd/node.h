@@ -48,7 +48,7 @@ struct Node : std::enable_shared_from_this<Node> {
   bool reusable = false;          // saves nothing, so later backwards may run it again (cached casts)
   uint64_t sequence_nr = 0;       // recording order, one count for all threads: checkpoint tells its region's nodes by it
   bool once_differentiable = false;  // the backward calls kernels directly: its arithmetic cannot be recorded
-  const TensorImpl* output = nullptr;  // the output's identity (compared, never read): how a saved output finds its node
+  std::weak_ptr<const TensorImpl> output;  // the output's identity (compared, never read): how a saved output finds its node
   ~Node();                        // iterative, so a 100,000-node chain frees without recursion
 };
 
@@ -66,7 +66,7 @@ class Saved {
  public:
   Saved(const Tensor& t)
       : tensor_(t.defined() ? t.detach() : t), version_(t.defined() ? t.version() : 0), source_(edge_to(t)),
-        origin_(t.defined() ? t.impl_ptr().get() : nullptr) {}
+        origin_(t.defined() ? t.impl_ptr() : nullptr) {}
   operator Tensor() const { return get(); }
   Tensor get() const;
 
@@ -74,7 +74,9 @@ class Saved {
   Tensor tensor_;
   uint64_t version_;
   Edge source_;                          // where t's own gradient went when it was saved
-  const TensorImpl* origin_;             // t's identity: an output is saved before its node exists
+  // t's identity: an output is saved before its node exists. Weak, so it holds no memory, and the
+  // address cannot be another tensor's while it is held.
+  std::weak_ptr<const TensorImpl> origin_;
 };
 
 // Tag for record(): the backward calls kernels directly, so a create_graph backward cannot
@@ -119,12 +121,14 @@ struct Catches {
 
 // Runs the backward pass from `roots`, each with its gradient (the engine: engine.cpp). With
 // create_graph the backwards run in grad mode, so the gradients carry a graph of their own.
+// Reentrant: a backward may run the engine itself (checkpoint's rerun, composite_backward).
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph, const Catches& catches = {},
                   bool create_graph = false);
 
 // The gradient a backward from `out` starts with: `gradient`, checked against out's shape and
-// cast to its dtype, or ones if undefined and out has one element. `op` names the caller in errors.
-Tensor root_gradient(const char* op, const Tensor& out, const Tensor& gradient);
+// cast to its dtype (differentiably under create_graph), or ones if undefined and out has one
+// element. `op` names the caller in errors.
+Tensor root_gradient(const char* op, const Tensor& out, const Tensor& gradient, bool create_graph);
 
 // Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
 Tensor sum_to(const Tensor& g, const Shape& shape);

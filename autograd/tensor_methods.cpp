@@ -1,6 +1,9 @@
 // tensor_methods.cpp — the Tensor methods that need autograd: gradient state, backward, and
 // the method forms of the ops (x.sum() is sum(x)). In-place updates live here too, since they
 // must refuse to modify values a recorded graph may still need.
+#include <iostream>
+#include <mutex>
+
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
@@ -23,9 +26,20 @@ void Tensor::set_grad(const Tensor& g) {
 bool Tensor::is_leaf() const { return impl().grad_fn == nullptr; }
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return impl().grad_fn; }
 
+// As PyTorch, once: a .grad made with create_graph holds a graph that holds its leaf.
+static void warn_create_graph_cycle() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::cerr << "ampgrad: warning: backward(create_graph=true) puts a graph in each leaf's .grad that refers back to the leaf, a "
+                 "reference cycle: set the grads undefined when done (zero_grad()), or take the gradients with autograd::grad\n";
+  });
+}
+
 void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
   AMPGRAD_CHECK(requires_grad(), "backward: tensor does not require grad and has no grad_fn");
-  autograd::run_backward({*this}, {autograd::root_gradient("backward", *this, gradient)}, retain_graph.value_or(create_graph), {}, create_graph);
+  if (create_graph) warn_create_graph_cycle();
+  autograd::run_backward({*this}, {autograd::root_gradient("backward", *this, gradient, create_graph)}, retain_graph.value_or(create_graph), {},
+                         create_graph);
 }
 
 Tensor Tensor::detach() const {

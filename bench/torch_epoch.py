@@ -147,13 +147,13 @@ def main():
             correct = sum(int((model(x_test[i:i + 1000]).argmax(1) == y_test[i:i + 1000]).sum()) for i in range(0, len(y_test), 1000))
         print(f"torch_test model={args.model} epochs={args.epochs} seed={args.seed} test_acc={correct / len(y_test):.4f}")
         if args.fgsm > 0:  # x + ε·sign(dloss/dx), clamped to [0, 1], as the trainer's --fgsm
-            fooled = 0
+            robust = 0
             for i in range(0, len(y_test), 1000):
                 x, y = x_test[i:i + 1000].clone().requires_grad_(), y_test[i:i + 1000]
                 g = torch.autograd.grad(F.cross_entropy(model(x), y), x)[0]
                 with torch.no_grad():
-                    fooled += int((model((x + args.fgsm * g.sign()).clamp(0, 1)).argmax(1) == y).sum())
-            print(f"torch_fgsm eps={args.fgsm} grad_penalty={args.grad_penalty} fgsm_acc={fooled / len(y_test):.4f}")
+                    robust += int((model((x + args.fgsm * g.sign()).clamp(0, 1)).argmax(1) == y).sum())
+            print(f"torch_fgsm eps={args.fgsm} grad_penalty={args.grad_penalty} fgsm_acc={robust / len(y_test):.4f}")
 
 if __name__ == "__main__":
     main()

@@ -58,8 +58,12 @@ void Optimizer::zero_grad(bool set_to_none) {
   for (Tensor& p : params_) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (set_to_none) p.set_grad(Tensor());
-    else g.zero_();
+    if (set_to_none) {
+      p.set_grad(Tensor());
+      continue;
+    }
+    if (g.requires_grad()) p.set_grad(g = g.detach());  // made with create_graph: its graph goes, as in PyTorch
+    g.zero_();
   }
 }
 

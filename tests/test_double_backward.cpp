@@ -12,10 +12,12 @@
 #include "autograd/checkpoint.h"
 #include "autograd/grad.h"
 #include "autograd/gradcheck.h"
+#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "devices.h"
 #include "nn/attention.h"
 #include "optim/sgd.h"
+#include "tensor/kernels.h"
 
 using namespace ampgrad;
 
@@ -65,6 +67,19 @@ DEVICE_TEST_CASE("under create_graph a second gradient is added out of place, wi
   x.set_grad({});
   g.sum().backward();  // only the recorded part has a derivative: 6x
   CHECK(vec(x.grad()) == std::vector<double>{6, 12});
+}
+
+DEVICE_TEST_CASE("grad_outputs keep their graph, even cast to the output's dtype; zero_grad(false) drops a .grad's") {
+  Tensor x = leaf(dev, {1, 3});
+  Tensor v = from_vector<float>({1, 2}).to(dev).requires_grad_();  // float32 beside a float64 output
+  const Tensor g = autograd::grad({x * x}, {x}, {v}, std::nullopt, /*create_graph=*/true)[0];  // 2x·v
+  CHECK(vec(g) == std::vector<double>{2, 12});
+  CHECK(vec(autograd::grad({g.sum()}, {v})[0]) == std::vector<double>{2, 6});  // d(2x·v)/dv = 2x, back in float32
+  (x * x * x).sum().backward({}, std::nullopt, true);
+  optim::SGD opt({x});
+  opt.zero_grad(/*set_to_none=*/false);
+  CHECK_FALSE(x.grad().requires_grad());
+  CHECK(vec(x.grad()) == std::vector<double>{0, 0});
 }
 
 DEVICE_TEST_CASE("a Hessian-vector product of least squares is 2 XᵀX v") {
@@ -181,6 +196,26 @@ DEVICE_TEST_CASE("a once-differentiable backward (checkpoint) gives its gradient
   gz.sum().backward();
   CHECK(vec(z.grad()) == std::vector<double>{2, 2, 2});
   CHECK_THROWS_WITH_AS(gx.sum().backward(), doctest::Contains("backward of 'checkpoint'"), Error);
+}
+
+// An op written outside the library whose backward calls kernels directly, recorded as the
+// README's recipe says such a one must be: once_differentiable.
+static Tensor cube_by_kernels(const Tensor& x) {
+  Tensor out = kernels::pow_scalar(x, 3);
+  autograd::record("cube_by_kernels", out, {x}, [x = autograd::Saved(x)](const Tensor& g, const autograd::Needs&) {
+    Tensor d = kernels::binary(kernels::Binary::mul, g, kernels::pow_scalar(x, 2));
+    kernels::scale_(d, 3.0);  // 3x² g
+    return autograd::grads(d);
+  }, autograd::once_differentiable);
+  return out;
+}
+
+DEVICE_TEST_CASE("a new op's once-differentiable backward: the first derivative, then a refusal") {
+  Tensor x = leaf(dev, {1, -2});
+  const Tensor g = grad_of(cube_by_kernels(x).sum(), x);
+  CHECK(vec(g) == std::vector<double>{3, 12});
+  CHECK_THROWS_WITH_AS(grad_of(g.sum(), x), doctest::Contains("backward of 'cube_by_kernels' is not differentiable twice"), Error);
+  CHECK(vec(autograd::grad({cube_by_kernels(x).sum()}, {x})[0]) == std::vector<double>{3, 12});  // a plain backward as ever
 }
 
 // PyTorch's AMP recipe for a gradient penalty (the AMP examples, "Gradient penalty"): the

@@ -261,13 +261,7 @@ TEST_CASE("--checkpoint: the same training, bit for bit, with each epoch's step 
 TEST_CASE("--grad-penalty trains through a second derivative under fp16; --fgsm adds a column") {
   TempDir dir;
   write_synthetic_mnist(dir);
-  mnist::TrainConfig c;
-  c.data_dir = dir.path.string();
-  c.epochs = 2;
-  c.batch_size = 32;
-  c.amp = "fp16";
-  c.fgsm_eps = 0.1;
-  c.metrics_path = dir / "metrics.csv";
+  mnist::TrainConfig c{.data_dir = dir.path.string(), .epochs = 2, .batch_size = 32, .amp = "fp16", .fgsm_eps = 0.1, .metrics_path = dir / "metrics.csv"};
   std::ostringstream log;
   const mnist::TrainResult plain = mnist::train(c, log);
   const std::vector<uint8_t> bytes = file_bytes(c.metrics_path);
@@ -286,11 +280,7 @@ TEST_CASE("--grad-penalty trains through a second derivative under fp16; --fgsm 
 TEST_CASE("on the MNIST digits, --grad-penalty 1 more than doubles the accuracy under an FGSM attack of 0.1") {
   const std::string digits = AMPGRAD_SOURCE_DIR "/data-cache/mnist";
   SKIP_TEST_IF(!std::filesystem::exists(digits), "no MNIST digits in " << digits << " (run scripts/get-data.sh)");
-  mnist::TrainConfig c;
-  c.data_dir = digits;
-  c.epochs = 5;
-  c.amp = "fp16";
-  c.fgsm_eps = 0.1;
+  mnist::TrainConfig c{.data_dir = digits, .epochs = 5, .amp = "fp16", .fgsm_eps = 0.1};
   std::ostringstream log;
   const mnist::EpochResult plain = mnist::train(c, log).epochs.back();
   c.grad_penalty = 1;

