@@ -8,15 +8,17 @@
 //     return grads(g * y);                 // d exp(x)/dx = exp(x): save the output
 //   });
 //
-// Tensors a backward reads are captured as Saved: detached (a saved tensor holding its own
-// grad_fn would tie the graph into a cycle, or a recursion as deep as the graph when freed),
-// and with their storage's version, so that reading one after an in-place write is an error.
+// Tensors a backward reads are captured as Saved: detached, with their storage's version, so that
+// reading one after an in-place write is an error, and with the edge their own gradient went
+// along (an op's output is told by identity instead: holding its own node would tie the graph
+// into a cycle).
 //
 // Because every backward is written with the library's own ops, a backward run with
 // create_graph (grad mode on) records a graph of its own: the gradient can be differentiated
-// again (Hessian-vector products, gradient penalties). A backward that calls kernels directly
-// is recorded with `once_differentiable`: its gradients then lead to a node that raises if a
-// second backward reaches it, never to a silent zero.
+// again (Hessian-vector products, gradient penalties). A backward on fused kernels returns
+// composite_backward while it is recorded; one that cannot is recorded `once_differentiable`:
+// its gradients then lead to a node that raises if a second backward reaches it, never to a
+// silent zero.
 #pragma once
 #include <functional>
 #include <initializer_list>
@@ -74,13 +76,14 @@ class Saved {
   Tensor tensor_;
   uint64_t version_;
   Edge source_;                          // where t's own gradient went when it was saved
-  // t's identity: an output is saved before its node exists. Weak, so it holds no memory, and the
-  // address cannot be another tensor's while it is held.
+  // t's identity: an output is saved before its node exists. Weak: it keeps no tensor alive, and
+  // while it is held no other tensor can take this identity.
   std::weak_ptr<const TensorImpl> origin_;
 };
 
 // Tag for record(): the backward calls kernels directly, so a create_graph backward cannot
-// record it (checkpoint's rerun); a second backward through its gradients raises.
+// record it (checkpoint's node, built by hand, sets the flag itself); a second backward through
+// its gradients raises.
 struct OnceDifferentiable {};
 inline constexpr OnceDifferentiable once_differentiable{};
 
