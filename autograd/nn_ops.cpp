@@ -191,14 +191,20 @@ static Tensor reduce_elements(const Tensor& losses, Reduction reduction, DType d
   return out.dtype() == dtype ? out : to(out, dtype);
 }
 
+// The widest dtype of the defined operands: the loss's, by PyTorch's type promotion (float32
+// logits and float64 targets give a float64 loss).
+static DType widest(std::initializer_list<Tensor> ts) {
+  std::optional<DType> w;
+  for (const Tensor& t : ts)
+    if (t.defined()) w = w ? promote_types(*w, t.dtype()) : t.dtype();
+  return *w;
+}
+
 // The forwards' operands, detached, in one math dtype: the widest of theirs, float32 for 16 bits.
 static std::vector<Tensor> in_math_dtype(std::initializer_list<Tensor> ts) {
-  std::optional<DType> math;
-  for (const Tensor& t : ts)
-    if (t.defined()) math = math ? promote_types(*math, t.dtype()) : t.dtype();
+  const DType math = is_half(widest(ts)) ? kFloat32 : widest(ts);
   std::vector<Tensor> out;
-  for (const Tensor& t : ts)
-    out.push_back(!t.defined() ? t : t.dtype() == *math && !is_half(*math) ? t.detach() : t.detach().to(is_half(*math) ? kFloat32 : *math));
+  for (const Tensor& t : ts) out.push_back(!t.defined() ? t : t.dtype() == math ? t.detach() : t.detach().to(math));
   return out;
 }
 using B = kernels::Binary;
@@ -226,7 +232,7 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, con
     return grads(need[0] ? rounded_to(gw * (pm - widened(t.get())) / clamp(pm * (1.0 - pm), 1e-12, std::nullopt), p.get().dtype()) : Tensor(),
                  need[1] ? rounded_to(gw * (log_clamped(1.0 - pm) - log_clamped(pm)), t.get().dtype()) : Tensor());  // d/dt = log q − log p
   });
-  return reduce_elements(loss, o.reduction, p.dtype());
+  return reduce_elements(loss, o.reduction, widest({p, t, w}));
 }
 
 // The same loss of p = σ(x), from the logit x itself, which no rounding of σ can spoil:
@@ -265,7 +271,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& ta
            }
            return grads(dx, dt);
          });
-  return reduce_elements(loss, o.reduction, x.dtype());
+  return reduce_elements(loss, o.reduction, widest({x, t, w, pw}));
 }
 
 // ---- convolution as im2col + GEMM

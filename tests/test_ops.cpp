@@ -381,11 +381,15 @@ DEVICE_TEST_CASE("binary_cross_entropy and binary_cross_entropy_with_logits agai
   CHECK(vec(l32) == std::vector<double>{100, 100});
   sum(l32).backward();
   CHECK(vec(x32.grad()) == std::vector<double>{-1, 1});
-  // operands of several float dtypes meet in the widest: float32 logits, float64 targets and weights
-  close(vec(binary_cross_entropy_with_logits(x.detach().to(kFloat32), t.detach(), {.weight = w, .pos_weight = pw, .reduction = Reduction::Sum})),
-        {4.61852778244e-14 + 2.12692801104 + 1.07437812987 + 0.71111547627 + 3.04858735157}, 1e-6);
-  close(vec(binary_cross_entropy(f64({0.2, 0.5}, {2}).to(kFloat32), f64({0, 0.3}, {2}), {.weight = w.narrow(0, 0, 2)})),
-        {(0.5 * 0.223143551314 + 1.38629436112 / 2) / 2}, 1e-6);
+  // operands of several float dtypes meet in the widest, which the loss has too, as PyTorch's type
+  // promotion gives: float32 logits, float64 targets and weights
+  const Tensor mixed = binary_cross_entropy_with_logits(x.detach().to(kFloat32), t.detach(), {.weight = w, .pos_weight = pw, .reduction = Reduction::Sum});
+  CHECK(mixed.dtype() == kFloat64);
+  close(vec(mixed), {4.61852778244e-14 + 2.12692801104 + 1.07437812987 + 0.71111547627 + 3.04858735157}, 1e-6);
+  const Tensor mixed_p = binary_cross_entropy(f64({0.2, 0.5}, {2}).to(kFloat32), f64({0, 0.3}, {2}), {.weight = w.narrow(0, 0, 2)});
+  CHECK(mixed_p.dtype() == kFloat64);
+  close(vec(mixed_p), {(0.5 * 0.223143551314 + 1.38629436112 / 2) / 2}, 1e-6);
+  CHECK(binary_cross_entropy_with_logits(x.detach().to(kFloat16), t.detach().to(kFloat16)).dtype() == kFloat16);  // 16 bits in, 16 bits out
 
   Tensor p = f64({0, 0.2, 0.5, 0.9, 1, 0.7}, {2, 3}).requires_grad_(), t2 = f64({1, 0, 0.3, 1, 1, 0}, {2, 3}).requires_grad_();
   Tensor b = binary_cross_entropy(p, t2, {.weight = w, .reduction = Reduction::None});
