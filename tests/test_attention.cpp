@@ -92,7 +92,7 @@ DEVICE_TEST_CASE("a query a mask hides every key from gets zero output and passe
                    randn({2, 3}, kFloat64).to(dev).requires_grad_()}));
 }
 
-DEVICE_TEST_CASE("attention with equal scores averages the values; causal, a running mean") {
+DEVICE_TEST_CASE("attention with equal scores averages the values, and causally a running mean") {
   // q = 0: every score is 0. v (B=2, S=3, Ev=2), batch b row s = (b·100 + s, −s)
   Tensor v = from_vector<float>({0, 0, 1, -1, 2, -2, 100, 0, 101, -1, 102, -2}, {2, 3, 2}).to(dev);
   Tensor q = zeros({2, 3, 4}, TensorOptions().device(dev)), k = randn({2, 3, 4}).to(dev);

@@ -69,7 +69,7 @@ DEVICE_TEST_CASE("under create_graph a second gradient is added out of place, wi
   CHECK(vec(x.grad()) == std::vector<double>{6, 12});
 }
 
-DEVICE_TEST_CASE("grad_outputs keep their graph, even cast to the output's dtype; zero_grad(false) drops a .grad's") {
+DEVICE_TEST_CASE("grad_outputs keep their graph, even cast to the output's dtype, and zero_grad(false) drops a .grad's") {
   Tensor x = leaf(dev, {1, 3});
   Tensor v = from_vector<float>({1, 2}).to(dev).requires_grad_();  // float32 beside a float64 output
   const Tensor g = autograd::grad({x * x}, {x}, {v}, std::nullopt, /*create_graph=*/true)[0];  // 2x·v

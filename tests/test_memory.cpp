@@ -157,7 +157,7 @@ TEST_CASE("checkpoint: gradcheck through inputs, a weight it captured and an ear
       {x, b, w, v}));
 }
 
-TEST_CASE("checkpoint: outside grad mode a plain call; a region that returns its input passes it on") {
+TEST_CASE("checkpoint: outside grad mode a plain call, and a region that returns its input passes it on") {
   Tensor x = from_vector<double>({1, 2}).requires_grad_();
   {
     NoGradGuard no_grad;

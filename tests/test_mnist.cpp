@@ -258,7 +258,7 @@ TEST_CASE("--checkpoint: the same training, bit for bit, with each epoch's step 
 }
 
 // --grad-penalty: a second derivative in every step, under fp16 autocast and the GradScaler.
-TEST_CASE("--grad-penalty trains through a second derivative under fp16; --fgsm adds a column") {
+TEST_CASE("--grad-penalty trains through a second derivative under fp16, and --fgsm adds a column") {
   TempDir dir;
   write_synthetic_mnist(dir);
   mnist::TrainConfig c{.data_dir = dir.path.string(), .epochs = 2, .batch_size = 32, .amp = "fp16", .fgsm_eps = 0.1, .metrics_path = dir / "metrics.csv"};

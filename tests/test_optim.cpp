@@ -521,7 +521,7 @@ TEST_CASE("StepLR and CosineAnnealingLR follow PyTorch's closed forms") {
                        doctest::Contains("unexpected key 'base_lrs.1' (the optimizer has 1 parameter groups)"), Error);
 }
 
-TEST_CASE("schedulers scale each parameter group from its own base rate; LambdaLR warms up") {
+TEST_CASE("schedulers scale each parameter group from its own base rate, and LambdaLR warms up") {
   Tensor a = param({0}), b = param({0});
   optim::SGD opt({{{a}, {.lr = 1.0}}, {{b}, {.lr = 0.1}}});
   optim::StepLR step_lr(opt, 2, 0.5);
