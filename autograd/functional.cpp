@@ -92,10 +92,11 @@ std::pair<Tensor, std::vector<Tensor>> vjp(const Fn& fn, const std::vector<Tenso
 }
 
 std::pair<Tensor, Tensor> jvp(const Fn& fn, const std::vector<Tensor>& inputs, const std::vector<Tensor>& v, bool create_graph) {
-  EnableGradGuard recorded;  // whatever the caller's mode: fn, and what is made of its gradients, build graphs
+  EnableGradGuard recorded;
   const std::vector<Tensor> xs = as_inputs("jvp", inputs, create_graph);
   check_directions("jvp", v, xs);
   const Tensor out = call("jvp", fn, xs);
+  AMPGRAD_CHECK(out.is_floating_point(), "jvp: fn's output must be floating, got " << dtype_name(out.dtype()));
   // u only marks where the output's gradient enters: its value does not matter, vjp being linear in it
   const Tensor u = zeros_like(out).requires_grad_();
   const Tensor ujv = dot(gradients(out, xs, u, /*retain_graph=*/true, /*keep_graph=*/true), v);  // uᵀ J v
@@ -103,7 +104,7 @@ std::pair<Tensor, Tensor> jvp(const Fn& fn, const std::vector<Tensor>& inputs, c
 }
 
 std::vector<Tensor> jacobian(const Fn& fn, const std::vector<Tensor>& inputs, bool create_graph) {
-  EnableGradGuard recorded;  // whatever the caller's mode: fn, and what is made of its gradients, build graphs
+  EnableGradGuard recorded;
   const std::vector<Tensor> xs = as_inputs("jacobian", inputs, create_graph);
   const Tensor out = call("jacobian", fn, xs);
   std::vector<std::vector<Tensor>> rows(xs.size());  // row o of each input's J: the gradient of output element o
@@ -120,7 +121,7 @@ std::vector<Tensor> jacobian(const Fn& fn, const std::vector<Tensor>& inputs, bo
 }
 
 std::vector<std::vector<Tensor>> hessian(const Fn& fn, const std::vector<Tensor>& inputs, bool create_graph) {
-  EnableGradGuard recorded;  // whatever the caller's mode: fn, and what is made of its gradients, build graphs
+  EnableGradGuard recorded;
   const std::vector<Tensor> xs = as_inputs("hessian", inputs, create_graph);
   const Tensor out = call("hessian", fn, xs);
   check_one_value("hessian", out);
@@ -133,12 +134,12 @@ std::vector<std::vector<Tensor>> hessian(const Fn& fn, const std::vector<Tensor>
   std::vector<std::vector<Tensor>> blocks(xs.size());
   for (int64_t i = 0, row = 0; i < (int64_t)xs.size(); row += xs[i].numel(), ++i)
     for (int64_t j = 0, col = 0; j < (int64_t)xs.size(); col += xs[j].numel(), ++j)
-      blocks[i].push_back(H.narrow(0, row, xs[i].numel()).narrow(1, col, xs[j].numel()).reshape(joined(xs[i].shape(), xs[j].shape())));
+      blocks[i].push_back(H.narrow(0, row, xs[i].numel()).narrow(1, col, xs[j].numel()).reshape(joined(xs[i].shape(), xs[j].shape())).to(xs[j].dtype()));
   return blocks;
 }
 
 std::pair<Tensor, std::vector<Tensor>> hvp(const Fn& fn, const std::vector<Tensor>& inputs, const std::vector<Tensor>& v, bool create_graph) {
-  EnableGradGuard recorded;  // whatever the caller's mode: fn, and what is made of its gradients, build graphs
+  EnableGradGuard recorded;
   const std::vector<Tensor> xs = as_inputs("hvp", inputs, create_graph);
   check_directions("hvp", v, xs);
   const Tensor out = call("hvp", fn, xs);

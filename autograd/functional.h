@@ -6,9 +6,11 @@
 //   auto H = autograd::functional::hessian(f, {x});          // H[0][0] = diag(6x)
 //   auto [y, Hv] = autograd::functional::hvp(f, {x}, {v});   // 6x·v, without forming H
 //
-// fn maps the inputs to one tensor. The inputs are taken as new leaves (so fn's graph starts at
-// them; an input that fn does not use gets zeros, as PyTorch's strict=false); the results are
-// plain values unless create_graph, when they keep a graph back to inputs that require grad.
+// fn maps the inputs to one tensor. fn's graph starts at the inputs (taken as new leaves, or under
+// create_graph through views that keep their link); an input fn does not use gets zeros, as
+// PyTorch's strict=false; the results are plain values unless create_graph, when they keep a
+// graph back to inputs that require grad. Each block of a Jacobian or Hessian has the dtype of the
+// input it differentiates by, as in PyTorch.
 #pragma once
 #include <functional>
 #include <utility>
@@ -24,9 +26,10 @@ using Fn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 // for a one-element output).
 std::pair<Tensor, std::vector<Tensor>> vjp(const Fn& fn, const std::vector<Tensor>& inputs, const Tensor& v = {}, bool create_graph = false);
 
-// J v: fn's output and Σ_x ∂fn/∂x · v_x, shaped as the output. vjp is linear in its cotangent
-// u, vᵀ-products of it are too, and the gradient of uᵀJ·v with respect to u is J v: two
-// backwards, no J (the "double-vjp" trick).
+// J v: fn's output and Σ_x ∂fn/∂x · v_x, shaped as the output, by the "double-vjp" trick: uᵀJ (a
+// vjp with a cotangent u) dotted with v is uᵀ(J v), whose gradient with respect to u is J v. Two
+// backwards, no J; the second goes through the first, so fn must be twice differentiable (through
+// checkpoint it is refused: take jacobian or vjp there).
 std::pair<Tensor, Tensor> jvp(const Fn& fn, const std::vector<Tensor>& inputs, const std::vector<Tensor>& v, bool create_graph = false);
 
 // J: for each input x, ∂fn/∂x shaped output.shape + x.shape; one backward per output element.

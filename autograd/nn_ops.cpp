@@ -191,8 +191,10 @@ static Tensor reduce_elements(const Tensor& losses, Reduction reduction, DType d
   return out.dtype() == dtype ? out : to(out, dtype);
 }
 
-// The widest dtype of the defined operands: the loss's, by PyTorch's type promotion (float32
-// logits and float64 targets give a float64 loss).
+// The widest dtype of the defined operands, which the loss takes, as PyTorch's binary ops promote.
+// (PyTorch 1.13's own BCE losses do not: binary_cross_entropy refuses mixed dtypes, and the
+// logits form returns the target's dtype, an artifact of its in-place arithmetic; promoting
+// never rounds a float64 operand's loss to float32.)
 static DType widest(std::initializer_list<Tensor> ts) {
   std::optional<DType> w;
   for (const Tensor& t : ts)
@@ -202,7 +204,7 @@ static DType widest(std::initializer_list<Tensor> ts) {
 
 // The forwards' operands, detached, in one math dtype: the widest of theirs, float32 for 16 bits.
 static std::vector<Tensor> in_math_dtype(std::initializer_list<Tensor> ts) {
-  const DType math = is_half(widest(ts)) ? kFloat32 : widest(ts);
+  const DType wide = widest(ts), math = is_half(wide) ? kFloat32 : wide;
   std::vector<Tensor> out;
   for (const Tensor& t : ts) out.push_back(!t.defined() ? t : t.dtype() == math ? t.detach() : t.detach().to(math));
   return out;

@@ -51,7 +51,9 @@ DEVICE_TEST_CASE("jvp is J v and vjp is vᵀ J, for two inputs, without forming 
   const Tensor w = randn({2, 3}, kFloat64).to(dev), x = randn({3}, kFloat64).to(dev);
   const Tensor vw = randn({2, 3}, kFloat64).to(dev), vx = randn({3}, kFloat64).to(dev), u = randn({2}, kFloat64).to(dev);
   auto f = [](In in) { return tanh(matmul(in[0], in[1])); };
-  const std::vector<Tensor> J = F::jacobian(f, {w, x});  // (2, 2, 3) and (2, 3)
+  const std::vector<Tensor> J = F::jacobian(f, {w, x});
+  CHECK(J[0].shape() == Shape{2, 2, 3});  // output shape + input shape
+  CHECK(J[1].shape() == Shape{2, 3});
   const Tensor Jv = matmul(J[0].reshape({2, 6}), vw.reshape({6})) + matmul(J[1], vx);
   auto [y, jv] = F::jvp(f, {w, x}, {vw, vx});
   close(vec(y), vec(tanh(matmul(w, x))));
@@ -72,7 +74,8 @@ DEVICE_TEST_CASE("hvp is H v, and an input fn does not use gets zeros") {
   close(vec(hv[0]), vec(matmul(H[0][0], vx) + matmul(H[0][1], vy)));
   close(vec(hv[1]), vec(matmul(H[1][0], vx) + matmul(H[1][1], vy)));
   CHECK(vec(hv[2]) == std::vector<double>{0, 0});
-  CHECK(vec(H[2][2]) == std::vector<double>(4, 0.0));
+  for (auto [i, j] : {std::pair{2, 2}, {0, 2}, {2, 0}}) CHECK(vec(H[i][j]) == std::vector<double>(H[i][j].numel(), 0.0));
+  CHECK(H[0][2].shape() == Shape{3, 2});
   // the closed form of one block: ∂²/∂y² = 2 Σx · I
   const double sx = vec(x.sum())[0];
   close(vec(H[1][1]), {2 * sx, 0, 0, 2 * sx});
@@ -94,6 +97,19 @@ DEVICE_TEST_CASE("create_graph: the results differentiate again, back to inputs 
   }
 }
 
+DEVICE_TEST_CASE("jacobian with create_graph, and each block in its input's dtype") {
+  const Tensor x = from_vector<double>({1, 2}).to(dev).requires_grad_();
+  const Tensor J = F::jacobian([](In in) { return in[0] * in[0]; }, {x}, /*create_graph=*/true)[0];  // diag(2x)
+  close(vec(J), {2, 0, 0, 4});
+  close(vec(autograd::grad({J.sum()}, {x})[0]), {2, 2});
+  const Tensor a = from_vector<float>({1, 2}).to(dev), b = from_vector<double>({3}).to(dev);
+  const auto H = F::hessian([](In in) { return (in[0] * in[0]).sum() * in[1].sum(); }, {a, b});
+  CHECK(H[0][0].dtype() == kFloat32);
+  CHECK(H[0][1].dtype() == kFloat64);
+  CHECK(H[1][0].dtype() == kFloat32);
+  close(vec(H[0][1]), {2, 4});  // ∂²/∂a∂b = 2a
+}
+
 TEST_CASE("functional: bad arguments are named") {
   const Tensor x = ones({2}, kFloat64), two = ones({2, 2}, kFloat64);
   auto sum_of = [](In in) { return in[0].sum(); };
@@ -102,4 +118,5 @@ TEST_CASE("functional: bad arguments are named") {
   CHECK(error_of([&] { F::jvp(sum_of, {x}, {two}); }) == "jvp: v[0] of shape [2, 2] must match input 0 of shape [2]");
   CHECK(error_of([&] { F::vjp([](In in) { return in[0] * 2.0; }, {x}); }) == "vjp: v (left out) does not fit fn's output of shape [2]");
   CHECK(error_of([&] { F::jacobian(sum_of, {ones({2}, kInt64)}); }) == "jacobian: input 0 must be a floating tensor, got int64");
+  CHECK(error_of([&] { F::jvp([](In in) { return argmax(in[0]); }, {x}, {x}); }) == "jvp: fn's output must be floating, got int64");
 }

@@ -381,8 +381,8 @@ DEVICE_TEST_CASE("binary_cross_entropy and binary_cross_entropy_with_logits agai
   CHECK(vec(l32) == std::vector<double>{100, 100});
   sum(l32).backward();
   CHECK(vec(x32.grad()) == std::vector<double>{-1, 1});
-  // operands of several float dtypes meet in the widest, which the loss has too, as PyTorch's type
-  // promotion gives: float32 logits, float64 targets and weights
+  // operands of several float dtypes meet in the widest, which the loss has too (PyTorch's BCE
+  // losses refuse or follow the target instead: nn_ops.cpp): float32 logits, float64 targets and weights
   const Tensor mixed = binary_cross_entropy_with_logits(x.detach().to(kFloat32), t.detach(), {.weight = w, .pos_weight = pw, .reduction = Reduction::Sum});
   CHECK(mixed.dtype() == kFloat64);
   close(vec(mixed), {4.61852778244e-14 + 2.12692801104 + 1.07437812987 + 0.71111547627 + 3.04858735157}, 1e-6);
