@@ -51,8 +51,8 @@ Boundary boundary_of(const Tensor& out, uint64_t first, const std::vector<Tensor
       if (!e) continue;
       const void* key = e.fn ? (const void*)e.fn.get() : e.leaf.get();
       Target t{-1, key};
-      for (size_t k = 0; k < inputs.size(); ++k)
-        if (inputs[k].defined() && inputs[k].impl_ptr().get() == key) t = {int(k), nullptr};
+      for (size_t k = 0; k < inputs.size(); ++k)  // a region input: a leaf of its own, or (create_graph) a view's node
+        if (inputs[k].defined() && (inputs[k].impl_ptr().get() == key || inputs[k].grad_fn().get() == key)) t = {int(k), nullptr};
       if (std::find(b.targets.begin(), b.targets.end(), t) != b.targets.end()) continue;
       b.targets.push_back(t);
       b.edges.push_back(e);
@@ -65,10 +65,16 @@ Boundary boundary_of(const Tensor& out, uint64_t first, const std::vector<Tensor
 }
 
 // fn's inputs as the region sees them: detached, each requiring grad as the original does, so
-// the region's graph ends at them and their gradients can be caught there.
-std::vector<Tensor> region_inputs(const std::vector<Tensor>& xs, const std::vector<bool>& requires_grad) {
+// the region's graph ends at them and their gradients can be caught there. Under create_graph
+// (`linked`) those that require grad are views of the linked inputs instead: the gradients are
+// caught at the views' nodes, and the graph recorded for them reaches the real inputs.
+std::vector<Tensor> region_inputs(const std::vector<Tensor>& xs, const std::vector<bool>& requires_grad, bool linked = false) {
   std::vector<Tensor> d;
-  for (size_t k = 0; k < xs.size(); ++k) d.push_back(xs[k].defined() ? xs[k].detach().requires_grad_(requires_grad[k]) : xs[k]);
+  for (size_t k = 0; k < xs.size(); ++k) {
+    if (!xs[k].defined()) d.push_back(xs[k]);
+    else if (linked && requires_grad[k]) d.push_back(xs[k].view(xs[k].shape()));
+    else d.push_back(xs[k].detach().requires_grad_(requires_grad[k]));
+  }
   return d;
 }
 
@@ -108,15 +114,21 @@ std::string describe(const Tensor& t) { return describe(t.shape(), t.dtype(), t.
 
 thread_local bool rerunning = false;
 
+// The region's gradients, from a second forward and a backward through it. Under create_graph
+// (the engine records this node's backward) that backward is recorded too, from inputs linked
+// to the graph outside (Saved::get), so the gradients can be differentiated again.
 Grads rerun(const Region& r, const Tensor& grad_out) {
+  const bool recorded = recording_backward();
   std::vector<Tensor> saved;
   for (const Saved& s : r.inputs) saved.push_back(s.get());
   for (const Saved& s : r.leaves) s.get();
-  const std::vector<Tensor> inputs = region_inputs(saved, r.requires_grad);
-  const uint64_t first = next_sequence_nr();
   Tensor out;
+  std::vector<Tensor> inputs;
+  uint64_t first;
   {
-    EnableGradGuard grad_on;  // backward runs with grad off: this is a forward
+    EnableGradGuard grad_on;  // a plain backward runs with grad off: this is a forward
+    inputs = region_inputs(saved, r.requires_grad, recorded);
+    first = next_sequence_nr();
     amp::cache_scope own_casts;
     amp::autocast cpu(DeviceType::CPU, r.autocast_dtype[0], r.autocast_on[0]);
     amp::autocast gpu(DeviceType::CUDA, r.autocast_dtype[1], r.autocast_on[1]);
@@ -138,7 +150,7 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
                 "function must build the same graph from the same inputs (does it branch on something that changed?)");
   Caught caught;
   for (const void* key : b.keys) caught[key] = Tensor();
-  run_backward({out}, {grad_out}, /*retain_graph=*/false, {.stop_at = &caught});
+  run_backward({out}, {grad_out}, /*retain_graph=*/recorded, {.stop_at = &caught}, /*create_graph=*/recorded);
   Grads gs;
   for (const void* key : b.keys) gs.push_back(caught[key]);
   return gs;
@@ -195,7 +207,6 @@ Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
     r->out_dtype = out.dtype();
     r->out_device = out.device();
     node->backward = [r](const Tensor& g, const Needs&) { return rerun(*r, g); };
-    node->once_differentiable = true;  // the rerun's own backward is a plain one
     result = out.detach();
     attach(result, std::move(node));
   }

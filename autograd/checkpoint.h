@@ -19,6 +19,9 @@
 // - The rerun draws the first run's random numbers from every Generator the first run drew from
 //   (on this thread: draws made by other threads meanwhile are not replayed), so a Generator a
 //   region uses must live until its backward, as a Dropout's must anyway.
+// - Under create_graph the rerun reads the inputs linked to the graph outside and records its
+//   backward, so gradients through a region can be differentiated again (a gradient penalty of a
+//   checkpointed model).
 // - Inputs and weights written in place between forward and backward raise the same error as
 //   any saved tensor would (node.h); other tensors fn captures are not checked, as in PyTorch.
 // - fn must compute the same from the same inputs: a rerun that reads other tensors or returns

@@ -28,8 +28,8 @@ std::pair<Tensor, std::vector<Tensor>> vjp(const Fn& fn, const std::vector<Tenso
 
 // J v: fn's output and Σ_x ∂fn/∂x · v_x, shaped as the output, by the "double-vjp" trick: uᵀJ (a
 // vjp with a cotangent u) dotted with v is uᵀ(J v), whose gradient with respect to u is J v. Two
-// backwards, no J; the second goes through the first, so fn must be twice differentiable (through
-// checkpoint it is refused: take jacobian or vjp there).
+// backwards, no J; the second goes through the first, so fn must be twice differentiable (an op
+// recorded once_differentiable refuses it: take jacobian or vjp there).
 std::pair<Tensor, Tensor> jvp(const Fn& fn, const std::vector<Tensor>& inputs, const std::vector<Tensor>& v, bool create_graph = false);
 
 // J: for each input x, ∂fn/∂x shaped output.shape + x.shape; one backward per output element.

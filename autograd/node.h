@@ -82,8 +82,8 @@ class Saved {
 };
 
 // Tag for record(): the backward calls kernels directly, so a create_graph backward cannot
-// record it (checkpoint's node, built by hand, sets the flag itself); a second backward through
-// its gradients raises.
+// record it; a second backward through its gradients raises (engine.cpp). The library's own
+// backwards need it nowhere; it is for a new op that has no better answer (docs/double-backward.md).
 struct OnceDifferentiable {};
 inline constexpr OnceDifferentiable once_differentiable{};
 

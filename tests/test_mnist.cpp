@@ -272,8 +272,10 @@ TEST_CASE("--grad-penalty trains through a second derivative under fp16, and --f
   CHECK(weights_bytes(*penalised.model) != weights_bytes(*plain.model));
   CHECK(penalised.epochs.back().skipped_steps == 0);
   CHECK(penalised.epochs.back().test_acc > 0.5);
-  c.checkpoint_segments = 2;
-  CHECK(error_of([&] { mnist::train(c, log); }).find("--grad-penalty differentiates the backward") == 0);
+  c.checkpoint_segments = 2;  // the penalty's second backward through the recomputed regions
+  const mnist::TrainResult checkpointed = mnist::train(c, log);
+  CHECK(checkpointed.epochs.back().train_loss == doctest::Approx(penalised.epochs.back().train_loss).epsilon(1e-3));
+  CHECK(checkpointed.epochs.back().test_acc == doctest::Approx(penalised.epochs.back().test_acc).epsilon(0.02));
 }
 
 // What the penalty buys, on the MNIST digits: accuracy under the FGSM attack (README, figures).

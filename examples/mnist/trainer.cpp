@@ -113,8 +113,6 @@ static Tensor fgsm(nn::Module& model, const Tensor& x, const Tensor& y, double e
 TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.accum_steps >= 1, "--accum-steps must be >= 1");
   AMPGRAD_CHECK(c.grad_penalty >= 0 && c.fgsm_eps >= 0, "--grad-penalty and --fgsm must be >= 0");
-  AMPGRAD_CHECK(!(c.grad_penalty > 0 && c.checkpoint_segments > 0),
-                "--grad-penalty differentiates the backward, which a checkpointed region does not record: use one of --grad-penalty and --checkpoint");
   const Device device = examples::training_device(c.device);
   const examples::AmpSetting precision = examples::amp_setting(c.amp);
   set_num_threads(c.threads);
