@@ -72,7 +72,7 @@ std::vector<Tensor> region_inputs(const std::vector<Tensor>& xs, const std::vect
   std::vector<Tensor> d;
   for (size_t k = 0; k < xs.size(); ++k) {
     if (!xs[k].defined()) d.push_back(xs[k]);
-    else if (linked && requires_grad[k]) d.push_back(xs[k].view(xs[k].shape()));
+    else if (linked && requires_grad[k] && xs[k].requires_grad()) d.push_back(xs[k].view(xs[k].shape()));  // (frozen since: a constant)
     else d.push_back(xs[k].detach().requires_grad_(requires_grad[k]));
   }
   return d;

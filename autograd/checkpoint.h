@@ -21,7 +21,8 @@
 //   region uses must live until its backward, as a Dropout's must anyway.
 // - Under create_graph the rerun reads the inputs linked to the graph outside and records its
 //   backward, so gradients through a region can be differentiated again (a gradient penalty of a
-//   checkpointed model).
+//   checkpointed model). Those gradients then hold every region's recomputed graph until they
+//   are dropped, as in PyTorch: the one-region-at-a-time saving is a plain backward's.
 // - Inputs and weights written in place between forward and backward raise the same error as
 //   any saved tensor would (node.h); other tensors fn captures are not checked, as in PyTorch.
 // - fn must compute the same from the same inputs: a rerun that reads other tensors or returns

@@ -200,6 +200,11 @@ DEVICE_TEST_CASE("checkpoint is twice differentiable: through its inputs and the
   };
   const std::vector<double> a = second(true), b = second(false);
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-13));
+  // an input frozen between forward and backward is a constant to the rerun, not a changed graph
+  Tensor frozen = r(dev, {2, 3});
+  const Tensor out = checkpoint(region, {frozen, y});
+  frozen.requires_grad_(false);
+  CHECK(vec(grad_of(out.sum(), y)) == vec(tanh(matmul(frozen, w))));
 }
 
 // An op written outside the library whose backward calls kernels directly, recorded as the
