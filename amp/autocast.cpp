@@ -2,6 +2,7 @@
 // and the trace. Nothing here casts a tensor; autograd/autocast.cpp does, reading this.
 #include "amp/autocast.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -13,6 +14,7 @@ namespace {
 struct State {
   bool enabled[2] = {false, false};
   DType dtype[2] = {kBFloat16, kFloat16};  // [CPU, CUDA] defaults
+  std::optional<Float8Recipe> float8[2];    // [CPU, CUDA], while a float8_autocast is on
   int nesting = 0;                          // open autocast guards, enabled or not
   CastCache cache;
   Trace* trace = nullptr;
@@ -41,13 +43,24 @@ autocast::~autocast() {
   if (--state.nesting == 0) state.cache.clear();  // leaving the outermost region
 }
 
-suspend::suspend() : prev_enabled_{state.enabled[0], state.enabled[1]}, prev_trace_(state.trace) {
+float8_autocast::float8_autocast(DeviceType device, Float8Recipe recipe, bool enabled) : device_(device), prev_(float8_recipe(device)) {
+  AMPGRAD_CHECK(is_float8(recipe.forward) && is_float8(recipe.backward),
+                "float8_autocast: the recipe's dtypes must be float8 types, got " << dtype_name(recipe.forward) << " and " << dtype_name(recipe.backward));
+  state.float8[idx(device)] = enabled ? std::optional(recipe) : std::nullopt;
+}
+float8_autocast::~float8_autocast() { state.float8[idx(device_)] = prev_; }
+std::optional<Float8Recipe> float8_recipe(DeviceType d) { return state.float8[idx(d)]; }
+
+suspend::suspend() : prev_enabled_{state.enabled[0], state.enabled[1]}, prev_float8_{state.float8[0], state.float8[1]}, prev_trace_(state.trace) {
   state.enabled[0] = state.enabled[1] = false;
+  state.float8[0] = state.float8[1] = std::nullopt;
   state.trace = nullptr;
 }
 suspend::~suspend() {
   state.enabled[0] = prev_enabled_[0];
   state.enabled[1] = prev_enabled_[1];
+  state.float8[0] = prev_float8_[0];
+  state.float8[1] = prev_float8_[1];
   state.trace = prev_trace_;
 }
 
@@ -111,11 +124,13 @@ void Trace::print_summary(std::ostream& os) const {
     r.casts += e.casts;
     r.hits += e.cache_hits;
   }
+  int ran_in_width = 10;  // wider for a float8 dtype
+  for (auto& [k, r] : rows) ran_in_width = std::max(ran_in_width, int(std::get<2>(k).size()) + 1);
   os << "autocast trace: " << events_.size() << " op calls\n"
-     << std::left << std::setw(15) << "op" << std::setw(26) << "inputs" << std::setw(10) << "ran in"
+     << std::left << std::setw(15) << "op" << std::setw(26) << "inputs" << std::setw(ran_in_width) << "ran in"
      << std::setw(17) << "policy" << std::right << std::setw(7) << "calls" << std::setw(7) << "casts" << std::setw(12) << "cache hits" << "\n";
   for (auto& [k, r] : rows)
-    os << std::left << std::setw(15) << std::get<0>(k) << std::setw(26) << std::get<1>(k) << std::setw(10) << std::get<2>(k)
+    os << std::left << std::setw(15) << std::get<0>(k) << std::setw(26) << std::get<1>(k) << std::setw(ran_in_width) << std::get<2>(k)
        << std::setw(17) << std::get<3>(k) << std::right << std::setw(7) << r.calls << std::setw(7) << r.casts << std::setw(10) << r.hits << "\n";
 }
 

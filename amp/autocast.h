@@ -23,7 +23,7 @@ class Trace;
 
 bool is_enabled(DeviceType device);
 DType get_dtype(DeviceType device);  // the dtype lower_precision ops cast to
-bool any_enabled();                  // fast path: false means ops skip autocast entirely
+bool any_enabled();                  // fast path: false means ops skip autocast entirely (float8 aside)
 
 class autocast {
  public:
@@ -39,8 +39,32 @@ class autocast {
   DType prev_dtype_;
 };
 
-// Backward runs inside this: autocast and the trace off, so each gradient is computed in the
-// dtype its forward ran in and the trace shows forward calls only.
+// ---- float8: which float8 dtype each GEMM operand of a linear is narrowed to. The default is
+// Transformer Engine's HYBRID format: e4m3 (precision) for activations and weights, e5m2
+// (range) for gradients. {kFloat8_e4m3fn, kFloat8_e4m3fn} is its E4M3 format.
+struct Float8Recipe {
+  DType forward = kFloat8_e4m3fn;   // x and W in y = x Wᵀ
+  DType backward = kFloat8_e5m2;    // dL/dy in dx = dy W and dW = dyᵀ x
+};
+
+// RAII, as Transformer Engine's fp8_autocast: while on for a device type, every linear (the
+// op, so nn::Linear too) on it runs as float8_linear (autograd/float8.h) with this recipe. It
+// nests with autocast, which then picks the linear's output dtype and runs every other op.
+class float8_autocast {
+ public:
+  explicit float8_autocast(DeviceType device, Float8Recipe recipe = {}, bool enabled = true);
+  ~float8_autocast();
+  float8_autocast(const float8_autocast&) = delete;
+  float8_autocast& operator=(const float8_autocast&) = delete;
+
+ private:
+  DeviceType device_;
+  std::optional<Float8Recipe> prev_;
+};
+std::optional<Float8Recipe> float8_recipe(DeviceType device);  // set while float8_autocast is on
+
+// Backward runs inside this: autocast, float8_autocast and the trace off, so each gradient is
+// computed in the dtype its forward ran in and the trace shows forward calls only.
 class suspend {
  public:
   suspend();
@@ -50,6 +74,7 @@ class suspend {
 
  private:
   bool prev_enabled_[2];
+  std::optional<Float8Recipe> prev_float8_[2];
   Trace* prev_trace_;
 };
 

@@ -1,6 +1,7 @@
 // linalg.cpp — matmul and linear: the GEMM-shaped ops, lower precision under autocast.
 // For C = A B the gradients are dA = G Bᵀ and dB = Aᵀ G (G = dL/dC); the transposes are
 // views, read in place by the GEMM kernel. Letters: B batch, M/K/N matrix dims.
+#include "autograd/float8.h"
 #include "autograd/op_support.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
 
@@ -71,19 +72,22 @@ static Tensor linear_2d(const Tensor& x, const Tensor& w, const Tensor& b) {
   return out;
 }
 
-// x (..., Din): the leading dims fold into N
+void check_linear_shapes(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
+  AMPGRAD_CHECK(x.defined() && w.defined() && w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1),
+                op << ": input of shape " << (x.defined() ? shape_str(x.shape()) : "(undefined)") << " does not match weight of shape "
+                   << (w.defined() ? shape_str(w.shape()) : "(undefined)"));
+  AMPGRAD_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), op << ": bias of shape " << shape_str(b.shape()) << " does not match weight " << shape_str(w.shape()));
+}
+
+// x (..., Din): the leading dims fold into N. Under float8_autocast, float8_linear instead.
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  if (auto recipe = x_in.defined() ? amp::float8_recipe(x_in.device().type) : std::nullopt) return float8_linear(x_in, w_in, b_in, *recipe);
   auto [x, w, b] = autocast(Op::linear, x_in, w_in, b_in);
-  AMPGRAD_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1),
-                "linear: input of shape " << shape_str(x.shape()) << " does not match weight of shape " << shape_str(w.shape()));
+  check_linear_shapes("linear", x, w, b);
   AMPGRAD_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == w.dtype()),
                 "linear: input, weight and bias dtypes differ (" << dtype_name(x.dtype()) << ", " << dtype_name(w.dtype())
                                                                  << (b.defined() ? std::string(", ") + dtype_name(b.dtype()) : "") << ")");
-  AMPGRAD_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "linear: bias of shape " << shape_str(b.shape()) << " does not match weight " << shape_str(w.shape()));
-  if (x.dim() == 2) return linear_2d(x, w, b);
-  Shape out_shape = x.shape();
-  out_shape.back() = w.size(0);
-  return linear_2d(x.reshape({-1, x.size(-1)}), w, b).reshape(out_shape);
+  return over_rows(x, [&](const Tensor& rows) { return linear_2d(rows, w, b); });
 }
 
 }  // namespace ampgrad

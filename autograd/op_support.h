@@ -36,6 +36,18 @@ inline Tensor rounded_to(const Tensor& x, DType dtype) { return autograd::cast(x
 inline Tensor kernel(kernels::Binary op, const Tensor& a, const Tensor& b) { return kernels::binary(op, a, b); }
 inline Tensor kernel(kernels::Unary op, const Tensor& x) { return kernels::unary(op, x); }
 
+// linear's shape rule, shared by float8_linear: x (..., Din), weight (Dout, Din), bias (Dout).
+void check_linear_shapes(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// A linear of any rank: x (..., Din) as rows (N, Din) for a 2-D body, the result put back to (..., Dout).
+template <class Body> Tensor over_rows(const Tensor& x, Body body) {
+  if (x.dim() == 2) return body(x);
+  Tensor y = body(x.reshape({-1, x.size(-1)}));
+  Shape out_shape = x.shape();
+  out_shape.back() = y.size(-1);
+  return y.reshape(out_shape);
+}
+
 // A tensor a backward reads for one input's gradient only, saved only if that input wants one,
 // as PyTorch's generated backwards do: a GEMM with a frozen weight keeps no activation, and
 // x * mask (dropout) keeps the mask alone.

@@ -24,6 +24,7 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 static const std::pair<DType, const char*> kDTypeNames[] = {
     {kFloat32, "F32"}, {kFloat64, "F64"}, {kFloat16, "F16"}, {kBFloat16, "BF16"}, {kInt64, "I64"}, {kBool, "BOOL"},
+    {kFloat8_e4m3fn, "F8_E4M3"}, {kFloat8_e5m2, "F8_E5M2"},
 };
 static const char* safetensors_name(DType t) {
   for (auto& [dtype, name] : kDTypeNames)
@@ -101,7 +102,7 @@ static Entry parse_entry(const std::string& path, const std::string& name, const
   const auto& dtype = v["dtype"];
   AMPGRAD_CHECK(dtype.is_string(), where << ": dtype must be a string, found " << dtype.dump());
   auto known = std::find_if(std::begin(kDTypeNames), std::end(kDTypeNames), [&](auto& p) { return dtype == p.second; });
-  AMPGRAD_CHECK(known != std::end(kDTypeNames), where << ": dtype " << dtype.dump() << " is not one ampgrad holds (F32, F64, F16, BF16, I64, BOOL)");
+  AMPGRAD_CHECK(known != std::end(kDTypeNames), where << ": dtype " << dtype.dump() << " is not one ampgrad holds (F32, F64, F16, BF16, I64, BOOL, F8_E4M3, F8_E5M2)");
   e.dtype = known->first;
   const auto& shape = v["shape"];
   AMPGRAD_CHECK(shape.is_array(), where << ": shape must be an array, found " << shape.dump());

@@ -1,12 +1,13 @@
-// trainer_support.h — what the MNIST and GPT trainers share: their --device and --amp flags
-// turned into a Device and an autocast setting (with an error naming a bad value), and the two
-// instruments a run can switch on for a stretch of its training, the autocast trace and the
-// kernel profile.
+// trainer_support.h — what the MNIST and GPT trainers share: their --device, --amp and --float8
+// flags turned into a Device and a precision setting (with an error naming a bad value), the
+// forward's precision as one scope, and the two instruments a run can switch on for a stretch
+// of its training, the autocast trace and the kernel profile.
 //
-//   const Device device = training_device(c.device);   // "cuda" without a GPU: an Error saying why
-//   const AmpSetting precision = amp_setting(c.amp);    // .enabled and .dtype, for autocast
-//   Instruments watch(c.amp_trace, c.profile, device);  // both record from here ...
-//   watch.report(log);                                  // ... until this prints and stops them
+//   const Device device = training_device(c.device);             // "cuda" without a GPU: an Error saying why
+//   const AmpSetting precision = amp_setting(c.amp, c.float8);    // .enabled, .dtype and .float8
+//   { Autocast ac(device.type, precision); loss = ...; }          // autocast, and float8_autocast with --float8
+//   Instruments watch(c.amp_trace, c.profile, device);            // both record from here ...
+//   watch.report(log);                                            // ... until this prints and stops them
 #pragma once
 #include <optional>
 #include <ostream>
@@ -25,12 +26,20 @@ inline Device training_device(const std::string& name) {
 
 struct AmpSetting {
   bool enabled;
-  DType dtype;  // the autocast dtype when enabled
+  DType dtype;          // the autocast dtype when enabled
+  bool float8 = false;  // every linear as an FP8 GEMM (amp::float8_autocast, HYBRID recipe)
 };
-inline AmpSetting amp_setting(const std::string& name) {
+inline AmpSetting amp_setting(const std::string& name, bool float8 = false) {
   AMPGRAD_CHECK(name == "off" || name == "fp16" || name == "bf16", "--amp must be off, fp16 or bf16, got '" << name << "'");
-  return {name != "off", name == "bf16" ? kBFloat16 : kFloat16};
+  return {name != "off", name == "bf16" ? kBFloat16 : kFloat16, float8};
 }
+
+// The forward's precision: autocast as --amp says, and float8_autocast over it with --float8.
+struct Autocast {
+  amp::autocast ac;
+  amp::float8_autocast f8;
+  Autocast(DeviceType device, const AmpSetting& s) : ac(device, s.dtype, s.enabled), f8(device, {}, s.float8) {}
+};
 
 class Instruments {
  public:

@@ -1,6 +1,7 @@
-// dtype.h — the six element types, their sizes, PyTorch's promotion rule, and dispatch.
+// dtype.h — the element types, their sizes, PyTorch's promotion rule, and dispatch.
 // Half types are Eigen::half / Eigen::bfloat16: the same bits as CUDA's __half and
-// __nv_bfloat16, so bytes copy between devices unchanged. No arithmetic lives here.
+// __nv_bfloat16, so bytes copy between devices unchanged; the float8 types are tensor/float8.h's.
+// No arithmetic lives here.
 //
 //   DType t = promote_types(kFloat16, kFloat32);          // kFloat32
 //   dispatch(t, [&](auto tag) { using T = typename decltype(tag)::type; ... });
@@ -8,9 +9,11 @@
 #include <Eigen/Core>
 
 #include "tensor/dtype_enum.h"
+#include "tensor/float8.h"
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace ampgrad {
 
@@ -24,12 +27,14 @@ bool is_floating_point(DType t);
 bool is_half(DType t);            // float16 or bfloat16: computes in float32, rounds on store
 
 // PyTorch's promotion: bool < int64 < floating; among floats the wider wins, and the two
-// 16-bit types, which cannot represent each other, meet at float32.
+// 16-bit types, which cannot represent each other, meet at float32. A float8 dtype promotes
+// with nothing but itself (an error, as PyTorch's).
 DType promote_types(DType a, DType b);
 
 template <class T> struct type_tag { using type = T; };
 
-// Calls f(type_tag<T>{}) with the C++ type of `t`. Every kernel dispatches through here.
+// Calls f(type_tag<T>{}) with the C++ type of `t`, one of the six compute dtypes. Every kernel
+// dispatches through here.
 template <class F> decltype(auto) dispatch(DType t, F&& f) {
   switch (t) {
     case DType::Float32: return f(type_tag<float>{});
@@ -38,8 +43,17 @@ template <class F> decltype(auto) dispatch(DType t, F&& f) {
     case DType::BFloat16: return f(type_tag<bfloat16>{});
     case DType::Int64: return f(type_tag<int64_t>{});
     case DType::Bool: return f(type_tag<bool>{});
+    case DType::Float8_e4m3fn:
+    case DType::Float8_e5m2: break;
   }
-  __builtin_unreachable();
+  float8_not_computable(t);
+}
+
+// Same, with the float8 types too: for the copy kernel, the one that converts into and out of them.
+template <class F> decltype(auto) dispatch_with_float8(DType t, F&& f) {
+  if (t == DType::Float8_e4m3fn) return f(type_tag<float8_e4m3fn>{});
+  if (t == DType::Float8_e5m2) return f(type_tag<float8_e5m2>{});
+  return dispatch(t, std::forward<F>(f));
 }
 
 // Same, for floating types only; other dtypes raise an error naming `op`.
@@ -59,6 +73,8 @@ template <class T> struct opmath { using type = T; };
 template <> struct opmath<half> { using type = float; };
 template <> struct opmath<bfloat16> { using type = float; };
 template <> struct opmath<bool> { using type = int64_t; };
+template <> struct opmath<float8_e4m3fn> { using type = float; };
+template <> struct opmath<float8_e5m2> { using type = float; };
 template <class T> using opmath_t = typename opmath<T>::type;
 
 template <class T> constexpr DType dtype_of() {
@@ -67,6 +83,8 @@ template <class T> constexpr DType dtype_of() {
   else if constexpr (std::is_same_v<T, half>) return kFloat16;
   else if constexpr (std::is_same_v<T, bfloat16>) return kBFloat16;
   else if constexpr (std::is_same_v<T, int64_t>) return kInt64;
+  else if constexpr (std::is_same_v<T, float8_e4m3fn>) return kFloat8_e4m3fn;
+  else if constexpr (std::is_same_v<T, float8_e5m2>) return kFloat8_e5m2;
   else { static_assert(std::is_same_v<T, bool>); return kBool; }
 }
 

@@ -6,9 +6,17 @@
 
 namespace ampgrad {
 
-enum class DType : uint8_t { Float32, Float64, Float16, BFloat16, Int64, Bool };
+// The six compute dtypes, then the two float8 storage dtypes (tensor/float8.h), which only
+// convert, view and feed scaled_mm (autograd/float8.h).
+enum class DType : uint8_t { Float32, Float64, Float16, BFloat16, Int64, Bool, Float8_e4m3fn, Float8_e5m2 };
 inline constexpr DType kFloat32 = DType::Float32, kFloat64 = DType::Float64,
                        kFloat16 = DType::Float16, kBFloat16 = DType::BFloat16,
-                       kInt64 = DType::Int64, kBool = DType::Bool;
+                       kInt64 = DType::Int64, kBool = DType::Bool,
+                       kFloat8_e4m3fn = DType::Float8_e4m3fn, kFloat8_e5m2 = DType::Float8_e5m2;
+inline constexpr bool is_float8(DType t) { return t == DType::Float8_e4m3fn || t == DType::Float8_e5m2; }
+
+// The error for a float8 tensor reaching a compute kernel's dispatch. tensor/kernels.cpp
+// refuses one earlier, naming the op; this is the backstop, on both backends.
+[[noreturn]] void float8_not_computable(DType t);
 
 }  // namespace ampgrad

@@ -1,6 +1,7 @@
 // kernels.cpp — device dispatch: every primitive checks that its tensors share one device and
 // forwards to that device's backend. The only place that knows which backends exist.
 #include <algorithm>
+#include <string_view>
 
 #include "tensor/backends.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
@@ -21,11 +22,15 @@ const char* binary_name(Binary op) {
   return names[(int)op];
 }
 
-// The device all (defined) tensors share; an error naming the op otherwise.
+// The device all (defined) tensors share; an error naming the op otherwise. A float8 tensor
+// is refused here too, naming the op: only copies and fills write or read one.
 static Device common_device(const char* op, std::initializer_list<const Tensor*> ts) {
+  const bool float8_ok = std::string_view(op) == "copy_" || std::string_view(op) == "fill_";
   const Tensor* first = nullptr;
   for (const Tensor* t : ts) {
     if (!t->defined()) continue;
+    AMPGRAD_CHECK(float8_ok || !is_float8(t->dtype()), op << ": not defined for " << dtype_name(t->dtype())
+                                                          << " tensors, which hold data for scaled_mm; convert with .to(kFloat32) first");
     if (!first) first = t;
     AMPGRAD_CHECK(t->device() == first->device(), op << ": expected all tensors on one device, got "
                                                      << first->device().str() << " and " << t->device().str());
@@ -67,6 +72,7 @@ static auto on_device(const char* kernel, Device d, [[maybe_unused]] CudaCall cu
 // defined_for, the rule the backends compile their kernels by, asked at run time.
 template <class WithOp> static bool takes_dtype(DType t, WithOp with_op) {
   bool ok = false;
+  if (is_float8(t)) return false;
   dispatch(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     with_op([&](auto f) { ok = defined_for<decltype(f), T, opmath_t<T>>; });

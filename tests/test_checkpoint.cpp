@@ -44,6 +44,7 @@ TEST_CASE("every dtype round-trips bit for bit, NaN payloads and signed zeros in
       {"f32", random_tensor({3, 5}, kFloat32)},   {"f64", random_tensor({7}, kFloat64)},
       {"f16", random_tensor({2, 3, 4}, kFloat16)}, {"bf16", random_tensor({9}, kBFloat16)},
       {"i64", random_tensor({2, 2}, kInt64)},      {"bool", random_tensor({11}, kBool)},
+      {"f8e4m3", random_tensor({2, 5}, kFloat8_e4m3fn)}, {"f8e5m2", random_tensor({6}, kFloat8_e5m2)},
       {"scalar", scalar_tensor(-0.0)},             {"empty", zeros({0, 3}, kFloat16)},
       {"transposed", arange(0.0, 6.0).reshape({2, 3}).t()},  // written in its logical (row-major) order
   };

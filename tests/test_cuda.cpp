@@ -252,7 +252,7 @@ TEST_CASE("every op of autograd/ops.h: CUDA matches the CPU, forward and backwar
 TEST_CASE("host <-> device copies keep every dtype's bits, contiguous and strided") {
   SKIP_WITHOUT_GPU();
   Generator gen(5);
-  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kBool}) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kBool, kFloat8_e4m3fn, kFloat8_e5m2}) {
     INFO(std::string(dtype_name(dtype)));
     // Contiguous copies move bytes: any bit pattern survives, NaN payloads included.
     std::vector<uint8_t> raw(24 * itemsize(dtype));
@@ -279,7 +279,7 @@ TEST_CASE("host <-> device copies keep every dtype's bits, contiguous and stride
                           NAN, -NAN};
   for (int i = 0; i < 64; ++i) v.push_back(float(gen.normal() * 100));
   Tensor f32 = from_vector<float>(v);
-  for (DType half : {kFloat16, kBFloat16}) {
+  for (DType half : {kFloat16, kBFloat16, kFloat8_e4m3fn, kFloat8_e5m2}) {
     INFO(std::string(dtype_name(half)));
     Tensor on_dev = empty(f32.shape(), TensorOptions(half).device(gpu));
     on_dev.copy_(f32);  // host float32 -> device half

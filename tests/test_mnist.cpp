@@ -293,3 +293,33 @@ TEST_CASE("on the MNIST digits, --grad-penalty 1 more than doubles the accuracy 
   CHECK(penalised.fgsm_acc > 2 * plain.fgsm_acc);   // 0.6690
   CHECK(penalised.test_acc > plain.test_acc - 0.01);  // 0.9360 against 0.9400: little clean accuracy lost
 }
+
+// --float8: every Linear an FP8 GEMM (e4m3 forward, e5m2 gradients, a scale per tensor).
+TEST_CASE("--float8 trains under fp16 and the GradScaler, the trace shows the linears in float8, and --grad-penalty is refused") {
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  mnist::TrainConfig c{.data_dir = dir.path.string(), .epochs = 2, .batch_size = 32, .amp = "fp16", .float8 = true, .amp_trace = true};
+  std::ostringstream log;
+  const mnist::TrainResult r = mnist::train(c, log);
+  CHECK(r.epochs.back().test_acc > 0.5);
+  CHECK(r.epochs.back().skipped_steps == 0);
+  CHECK(log.str().find("float8=on") != std::string::npos);
+  CHECK(log.str().find("\nlinear         float32,float32,float32   float8_e4m3fn lower_precision") != std::string::npos);
+  c.grad_penalty = 1;
+  CHECK(error_of([&] { mnist::train(c, log); }) == "--grad-penalty differentiates the model twice, and --float8's linear is once differentiable");
+}
+
+TEST_CASE("on the MNIST digits, --float8 learns as well as float32 and bfloat16") {
+  const std::string digits = AMPGRAD_SOURCE_DIR "/data-cache/mnist";
+  SKIP_TEST_IF(!std::filesystem::exists(digits), "no MNIST digits in " << digits << " (run scripts/get-data.sh)");
+  mnist::TrainConfig c{.data_dir = digits, .epochs = 3};
+  std::ostringstream log;
+  const mnist::EpochResult fp32 = mnist::train(c, log).epochs.back();
+  c.float8 = true;
+  c.amp = "bf16";
+  const mnist::EpochResult fp8 = mnist::train(c, log).epochs.back();
+  CAPTURE(fp32.test_acc);
+  CAPTURE(fp8.test_acc);
+  CHECK(fp8.test_acc > fp32.test_acc - 0.01);
+  CHECK(fp8.train_loss == doctest::Approx(fp32.train_loss).epsilon(0.05));
+}

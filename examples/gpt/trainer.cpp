@@ -152,7 +152,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.stop_after >= 0 && c.stop_after <= c.steps, "--stop-after must be in [0, --steps], got " << c.stop_after);
   const int64_t last_step = c.stop_after ? c.stop_after : c.steps;
   const Device device = examples::training_device(c.device);
-  const examples::AmpSetting precision = examples::amp_setting(c.amp);
+  const examples::AmpSetting precision = examples::amp_setting(c.amp, c.float8);
   set_num_threads(c.threads);
   // One seed, four streams: the default generator draws the weights and the dropout masks, and
   // the batches, the evaluation windows and the sample have a stream each, so that none of them
@@ -180,7 +180,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   log << "gpt: " << c.text_path << " (" << text.train.size() << " train / " << text.val.size() << " val bytes, vocab "
       << mc.vocab_size << ")  layers=" << mc.n_layer << " heads=" << mc.n_head << " embd=" << mc.n_embd << " block=" << T
       << " params=" << params << "  batch=" << c.batch_size << (c.accum_steps > 1 ? " x " + std::to_string(c.accum_steps) : "")
-      << " lr=" << c.lr << " warmup=" << c.warmup_steps << " wd=" << c.weight_decay << " amp=" << c.amp << " device=" << device.str()
+      << " lr=" << c.lr << " warmup=" << c.warmup_steps << " wd=" << c.weight_decay << " amp=" << c.amp << (c.float8 ? " float8=on" : "") << " device=" << device.str()
       << " threads=" << get_num_threads() << "\n";
 
   std::ofstream metrics;
@@ -197,7 +197,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     double total = 0;
     for (int64_t i = 0; i < c.eval_batches; ++i) {
       auto [x, y] = get_batch(tokens, c.batch_size, T, g, device);
-      amp::autocast ac(device.type, precision.dtype, precision.enabled);
+      examples::Autocast ac(device.type, precision);
       total += lm_loss(model->forward(x), y).item<double>();
     }
     model->train();
@@ -239,7 +239,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       //    layer norms) in float32, as the policy table says
       Tensor micro_loss;
       {
-        amp::autocast ac(device.type, precision.dtype, precision.enabled);
+        examples::Autocast ac(device.type, precision);
         micro_loss = lm_loss(model->forward(x, c.checkpoint_segments), y) / double(c.accum_steps);
       }
       // 2. scaled backward: the micro-batches' gradients add up in .grad, to their mean's
@@ -282,7 +282,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   }
   if (c.sample_chars > 0) {
     Generator g = stream(3);
-    amp::autocast ac(device.type, precision.dtype, precision.enabled);
+    examples::Autocast ac(device.type, precision);
     result.sample = text.decode(generate(*model, {text.train[0]}, c.sample_chars, c.temperature, g));
   }
   return result;

@@ -39,6 +39,7 @@ struct TrainConfig {
   int threads = 0;                  // 0: all cores
   std::string device = "cpu";       // cpu | cuda
   std::string amp = "off";          // off | fp16 | bf16
+  bool float8 = false;              // every linear an FP8 GEMM: e4m3 forward, e5m2 gradients, scaled per tensor
   int64_t checkpoint_segments = 0;  // recompute the blocks' activations in backward (0: off)
   int64_t sample_chars = 300;       // generated after training (0: none)
   double temperature = 0.8;

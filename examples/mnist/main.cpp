@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", c.threads, "CPU threads (0: all cores)")->capture_default_str();
   app.add_option("--device", c.device, "cpu | cuda: where the model and batches live")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_option("--amp", c.amp, "off | fp16 | bf16: autocast the forward pass")->check(CLI::IsMember({"off", "fp16", "bf16"}))->capture_default_str();
+  app.add_flag("--float8", c.float8, "every linear as an FP8 GEMM (e4m3 forward, e5m2 gradients, a scale per tensor), numerics emulated");
   app.add_option("--scaler", c.scaler, "on | off | auto (on for fp16)")->check(CLI::IsMember({"on", "off", "auto"}))->capture_default_str();
   app.add_option("--accum-steps", c.accum_steps, "micro-batches per optimizer step")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--checkpoint", c.checkpoint_segments, "activation checkpointing: run the model in N segments, all but the last recomputed in backward (0: off)")

@@ -93,7 +93,7 @@ static Tensor input_gradient_penalty(const Tensor& loss, const Tensor& x, amp::G
                                      const examples::AmpSetting& precision) {
   const Tensor scaled_grad = autograd::grad({scaler.scale(loss)}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
   const Tensor grad = scaled_grad / scaler.scale(ones({}, TensorOptions().device(x.device())));
-  amp::autocast ac(x.device().type, precision.dtype, precision.enabled);
+  examples::Autocast ac(x.device().type, precision);
   // loss is the batch's mean, so ∂loss/∂x_n = ∂loss_n/∂x_n / N: mean_n ‖∂loss_n/∂x_n‖² = N · Σ grad²
   return sum(grad * grad) * (lambda * double(x.size(0)));
 }
@@ -113,8 +113,9 @@ static Tensor fgsm(nn::Module& model, const Tensor& x, const Tensor& y, double e
 TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.accum_steps >= 1, "--accum-steps must be >= 1");
   AMPGRAD_CHECK(c.grad_penalty >= 0 && c.fgsm_eps >= 0, "--grad-penalty and --fgsm must be >= 0");
+  AMPGRAD_CHECK(!(c.float8 && c.grad_penalty > 0), "--grad-penalty differentiates the model twice, and --float8's linear is once differentiable");
   const Device device = examples::training_device(c.device);
-  const examples::AmpSetting precision = examples::amp_setting(c.amp);
+  const examples::AmpSetting precision = examples::amp_setting(c.amp, c.float8);
   set_num_threads(c.threads);
   manual_seed(c.seed);
 
@@ -152,7 +153,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   }
   log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
       << " test) optimizer=" << c.optimizer << " lr=" << opt->lr() << " batch=" << c.batch_size << " amp=" << c.amp
-      << " scaler=" << (use_scaler ? "on" : "off") << " device=" << device.str() << " threads=" << get_num_threads() << "\n";
+      << (c.float8 ? " float8=on" : "") << " scaler=" << (use_scaler ? "on" : "off") << " device=" << device.str() << " threads=" << get_num_threads() << "\n";
 
   TrainResult result;
   result.model = model;
@@ -174,7 +175,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       // 1. forward under autocast: GEMMs in 16 bits, the loss in float32 (the policy table)
       Tensor loss;
       {
-        amp::autocast ac(device.type, precision.dtype, precision.enabled);
+        examples::Autocast ac(device.type, precision);
         loss = nn::functional::cross_entropy(forward(x), y);
       }
       const Tensor objective = c.grad_penalty > 0 ? loss + input_gradient_penalty(loss, x, scaler, c.grad_penalty, precision) : loss;
@@ -214,7 +215,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       const Tensor x = x_host.to(device), y = y_host.to(device);
       const Tensor attacked = c.fgsm_eps > 0 ? fgsm(*model, x, y, c.fgsm_eps) : Tensor();
       NoGradGuard no_grad;
-      amp::autocast ac(device.type, precision.dtype, precision.enabled);
+      examples::Autocast ac(device.type, precision);
       Tensor logits = model->forward(x);
       test_loss += nn::functional::cross_entropy(logits, y).item<double>() * x.size(0);
       correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();

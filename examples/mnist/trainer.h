@@ -28,6 +28,7 @@ struct TrainConfig {
   int threads = 0;                  // 0: all cores
   std::string device = "cpu";       // cpu | cuda
   std::string amp = "off";          // off | fp16 | bf16
+  bool float8 = false;              // every linear an FP8 GEMM: e4m3 forward, e5m2 gradients, scaled per tensor
   std::string scaler = "auto";      // on | off | auto (on for fp16, off otherwise)
   int accum_steps = 1;              // micro-batches per optimizer step
   int checkpoint_segments = 0;      // activation checkpointing: the model run in this many segments (0: off)

@@ -1,6 +1,6 @@
 // copy.cu — the device-side copy: dst = src converted to dst's dtype, any strides, src
-// broadcast into dst. The one kernel compiled for every (dst, src) dtype pair. Moving bytes
-// between host and device, and choosing when a plain memcpy will do, is copy.cpp's job.
+// broadcast into dst. The one kernel compiled for every (dst, src) dtype pair, float8 included.
+// Moving bytes between host and device, and choosing when a plain memcpy will do, is copy.cpp's job.
 #include "tensor/cuda/loops.cuh"
 
 namespace ampgrad::cuda {
@@ -17,9 +17,9 @@ struct Identity {
 
 void launch_copy(DType dst_dtype, DType src_dtype, const Loop<2>& loop) {
   if (dst_dtype == src_dtype)
-    return dispatch(dst_dtype, [&](auto tag) { launch_elementwise(loop, Move<typename decltype(tag)::type>{}); });
-  dispatch(dst_dtype, [&](auto dtag) {
-    dispatch(src_dtype, [&](auto stag) { map_into<typename decltype(dtag)::type, typename decltype(stag)::type>(loop, Identity{}); });
+    return dispatch_with_float8(dst_dtype, [&](auto tag) { launch_elementwise(loop, Move<typename decltype(tag)::type>{}); });
+  dispatch_with_float8(dst_dtype, [&](auto dtag) {
+    dispatch_with_float8(src_dtype, [&](auto stag) { map_into<typename decltype(dtag)::type, typename decltype(stag)::type>(loop, Identity{}); });
   });
 }
 

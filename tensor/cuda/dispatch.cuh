@@ -13,6 +13,7 @@
 
 #include "tensor/cuda/runtime.h"
 #include "tensor/dtype_enum.h"
+#include "tensor/float8.h"
 
 namespace ampgrad::cuda {
 
@@ -28,7 +29,17 @@ template <class F> void dispatch(DType t, F&& f) {
     case DType::BFloat16: return f(type_tag<__nv_bfloat16>{});
     case DType::Int64: return f(type_tag<int64_t>{});
     case DType::Bool: return f(type_tag<bool>{});
+    case DType::Float8_e4m3fn:
+    case DType::Float8_e5m2: break;
   }
+  float8_not_computable(t);
+}
+
+// Same, with the float8 types too: for the copy kernel, the one that converts into and out of them.
+template <class F> void dispatch_with_float8(DType t, F&& f) {
+  if (t == DType::Float8_e4m3fn) return f(type_tag<float8_e4m3fn>{});
+  if (t == DType::Float8_e5m2) return f(type_tag<float8_e5m2>{});
+  dispatch(t, f);
 }
 
 // Floating types only, for kernels the C++ side has already refused other dtypes
@@ -47,13 +58,15 @@ template <class T> struct opmath { using type = T; };
 template <> struct opmath<__half> { using type = float; };
 template <> struct opmath<__nv_bfloat16> { using type = float; };
 template <> struct opmath<bool> { using type = int64_t; };
+template <> struct opmath<float8_e4m3fn> { using type = float; };
+template <> struct opmath<float8_e5m2> { using type = float; };
 template <class T> using opmath_t = typename opmath<T>::type;
 
 // The store conversion. Half types round once, to nearest even, from float — also from double
 // and int64, which go through float first exactly as Eigen::half(x) does on the CPU, so both
 // backends produce the same bits. A NaN becomes the sign plus the quiet NaN the CPU writes
 // (0x7E00 / 0x7FC0) where CUDA's intrinsics would give 0x7FFF. Everything else is a plain C++
-// conversion.
+// conversion (the float8 types' is tensor/float8.h's, the CPU's own).
 template <class T, class A> __host__ __device__ inline T cast(A a) {
   if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
     const float f = static_cast<float>(a);

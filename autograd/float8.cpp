@@ -1,0 +1,85 @@
+// float8.cpp — FP8 training's three pieces, forward and backward side by side: narrowing with
+// a per-tensor scale, the scaled GEMM, and the linear built from both. See float8.h.
+#include "autograd/float8.h"
+
+#include "autograd/op_support.h"
+
+namespace ampgrad {
+
+static double float8_max(DType t) { return t == kFloat8_e4m3fn ? 448.0 : 57344.0; }
+
+// x in dtype on its device: x itself if it is in it, else a converted copy.
+static Tensor as_dtype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor c = empty(x.shape(), TensorOptions(dtype).device(x.device()));
+  kernels::copy_(c, x);
+  return c;
+}
+
+Float8Tensor to_float8(const Tensor& x, DType float8_dtype) {
+  AMPGRAD_CHECK(is_float8(float8_dtype), "to_float8: the target must be a float8 dtype, got " << dtype_name(float8_dtype));
+  AMPGRAD_CHECK(x.defined() && x.is_floating_point() && !is_float8(x.dtype()),
+                "to_float8: expected a float32, float64, float16 or bfloat16 tensor, got " << (x.defined() ? dtype_name(x.dtype()) : "an undefined one"));
+  const TensorOptions f32 = TensorOptions(kFloat32).device(x.device());
+  const double max_finite = float8_max(float8_dtype);
+  const Tensor xf = as_dtype(x, kFloat32);
+  const Tensor amax = x.numel() == 0 ? zeros({}, f32) : kernels::max_dim(kernels::unary(kernels::Unary::abs, xf).reshape({-1}), 0, false, false).first;
+  const Tensor scale = kernels::binary(kernels::Binary::div, full({}, max_finite, f32), kernels::clamp(amax, 1e-12, std::nullopt));
+  Float8Tensor out{empty(x.shape(), TensorOptions(float8_dtype).device(x.device())),
+                   kernels::binary(kernels::Binary::div, full({}, 1.0, f32), scale)};
+  kernels::copy_(out.data, kernels::clamp(kernels::binary(kernels::Binary::mul, xf, scale), -max_finite, max_finite));
+  return out;
+}
+
+Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b, DType out_dtype) {
+  AMPGRAD_CHECK(a.defined() && b.defined() && is_float8(a.dtype()) && is_float8(b.dtype()),
+                "scaled_mm: expected float8 operands, got " << (a.defined() ? dtype_name(a.dtype()) : "undefined") << " and "
+                                                            << (b.defined() ? dtype_name(b.dtype()) : "undefined"));
+  AMPGRAD_CHECK(!(a.dtype() == kFloat8_e5m2 && b.dtype() == kFloat8_e5m2), "scaled_mm: float8_e5m2 × float8_e5m2 is not supported (as cuBLASLt's FP8 GEMM)");
+  AMPGRAD_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
+                "scaled_mm: cannot multiply shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
+  for (const Tensor* s : {&scale_a, &scale_b})
+    AMPGRAD_CHECK(s->defined() && s->dtype() == kFloat32 && s->numel() == 1,
+                  "scaled_mm: scales must be float32 tensors of one element, got "
+                      << (s->defined() ? std::string(dtype_name(s->dtype())) + " " + shape_str(s->shape()) : "an undefined one"));
+  AMPGRAD_CHECK(is_floating_point(out_dtype) && !is_float8(out_dtype), "scaled_mm: out_dtype must be a compute floating dtype, got " << dtype_name(out_dtype));
+  // Every product of two float8 values is exact in float32 (4 × 4 significand bits), and the sums
+  // are float32's: what an FP8 tensor core computes, before one scaling and one rounding.
+  Tensor acc = kernels::bmm(as_dtype(a, kFloat32), as_dtype(b, kFloat32));
+  const Tensor both = kernels::binary(kernels::Binary::mul, scale_a.reshape({}), scale_b.reshape({}));
+  return as_dtype(kernels::binary(kernels::Binary::mul, acc, both), out_dtype);
+}
+
+// y = x Wᵀ + b for checked operands, x (N, Din).
+static Tensor float8_linear_2d(const Tensor& x, const Tensor& w, const Tensor& b, const amp::Float8Recipe& recipe, DType out_dtype) {
+  const Float8Tensor x8 = to_float8(x, recipe.forward), w8 = to_float8(w, recipe.forward);
+  Tensor out = scaled_mm(x8.data, w8.data.t(), x8.inv_scale, w8.inv_scale, out_dtype);
+  if (b.defined()) kernels::axpy_(out, as_dtype(b, out_dtype), 1.0);  // bias broadcast over rows
+  // Each operand is kept for the other's gradient only, and kept in float8: saved activations
+  // take a byte an element.
+  const Float8Tensor keep_x = w.requires_grad() ? x8 : Float8Tensor{}, keep_w = x.requires_grad() ? w8 : Float8Tensor{};
+  record("float8_linear", out, {x, w, b},
+         [x8 = keep_x, w8 = keep_w, recipe, dx_dtype = x.dtype(), dw_dtype = w.dtype(), db_dtype = b.defined() ? b.dtype() : kFloat32](const Tensor& g, const Needs& need) {
+           const Float8Tensor g8 = to_float8(g, recipe.backward);
+           return grads(need[0] ? scaled_mm(g8.data, w8.data, g8.inv_scale, w8.inv_scale, dx_dtype) : Tensor(),        // dx = G W    (N, Din)
+                        need[1] ? scaled_mm(g8.data.t(), x8.data, g8.inv_scale, x8.inv_scale, dw_dtype) : Tensor(),  // dW = Gᵀ x   (Dout, Din)
+                        need[2] ? as_dtype(kernels::sum(g, {0}, false), db_dtype) : Tensor());                      // db = Σ_n G  (Dout)
+         },
+         autograd::once_differentiable);
+  return out;
+}
+
+Tensor float8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const amp::Float8Recipe& recipe) {
+  check_linear_shapes("float8_linear", x, w, b);
+  const DeviceType dev = x.device().type;
+  const DType out_dtype = amp::is_enabled(dev) ? amp::get_dtype(dev) : promote_types(x.dtype(), w.dtype());
+  if (amp::trace_active()) {
+    amp::TraceEvent ev{Op::linear, {x.dtype(), w.dtype()}, recipe.forward, amp::Cast::lower_precision, amp::is_enabled(dev)};
+    if (b.defined()) ev.input_dtypes.push_back(b.dtype());
+    amp::trace_record(ev);
+  }
+  amp::suspend own_steps;  // the narrowing and the views below are this op's own, not op calls to trace
+  return over_rows(x, [&](const Tensor& rows) { return float8_linear_2d(rows, w, b, recipe, out_dtype); });
+}
+
+}  // namespace ampgrad

@@ -1,0 +1,45 @@
+// float8.h — FP8 training, as torchao's Float8Linear and Transformer Engine's Linear do it with
+// "current" (dynamic, per-tensor) scaling: each GEMM operand of a linear is narrowed to a
+// float8 type with a scale of its own, chosen so its largest magnitude lands on the type's
+// largest finite value, and the GEMM multiplies the 8-bit values and applies both scales once.
+// The arithmetic is an FP8 tensor core's, emulated: products of 8-bit values are exact in
+// float32, and are summed in float32 (kernels::bmm on float32 copies), so a CPU run gives the
+// numerics of FP8 training, not its speed.
+//
+//   amp::float8_autocast f8(DeviceType::CPU);      // HYBRID: e4m3 forward, e5m2 gradients
+//   Tensor y = linear(x, w, b);                     // runs as float8_linear
+//
+//   Float8Tensor q = to_float8(x, kFloat8_e4m3fn);  // x ≈ q.data · q.inv_scale
+#pragma once
+#include "amp/autocast.h"
+#include "tensor/tensor.h"
+
+namespace ampgrad {
+
+// A tensor narrowed to float8, and the factor that brings it back: x ≈ data · inv_scale.
+struct Float8Tensor {
+  Tensor data;       // x's shape, a float8 dtype
+  Tensor inv_scale;  // float32, 0-d: amax(|x|) / the type's largest finite value
+};
+
+// Dynamic scaling: scale = max_finite / amax(|x|) in float32 (amax at least 1e-12, so an
+// all-zero x gets a finite scale, as torchao's), then x · scale clamped to ±max_finite (a
+// saturating cast) and rounded to nearest even. An inf or NaN in x leaves NaN in the result
+// (the scale becomes 0 or NaN), for a GradScaler downstream to find. Not differentiable: the
+// ops below use it.
+Float8Tensor to_float8(const Tensor& x, DType float8_dtype);
+
+// a (M, K) @ b (K, N) of float8 tensors, times scale_a · scale_b (0-d float32 tensors, the
+// operands' inv_scales), rounded once to out_dtype: torch._scaled_mm. As cuBLASLt's FP8 GEMM,
+// it takes e4m3 × e4m3, e4m3 × e5m2 and e5m2 × e4m3, not e5m2 × e5m2. Not differentiable.
+Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b, DType out_dtype);
+
+// y = x Wᵀ + b with both GEMM operands narrowed to recipe.forward, and in backward the incoming
+// gradient to recipe.backward: dx = dy W and dW = dyᵀ x are scaled_mm's too, from the float8 x
+// and W saved by the forward (one byte an element). The bias is added, and its gradient summed,
+// in the output's dtype: autocast's dtype where autocast is on, else that of x and W promoted.
+// x (..., Din), weight (Dout, Din), bias (Dout) or undefined. The backward calls kernels, so it
+// is once differentiable. linear() runs this under amp::float8_autocast.
+Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const amp::Float8Recipe& recipe = {});
+
+}  // namespace ampgrad
