@@ -44,8 +44,10 @@ autocast::~autocast() {
 }
 
 float8_autocast::float8_autocast(DeviceType device, Float8Recipe recipe, bool enabled) : device_(device), prev_(float8_recipe(device)) {
-  AMPGRAD_CHECK(is_float8(recipe.forward) && is_float8(recipe.backward),
-                "float8_autocast: the recipe's dtypes must be float8 types, got " << dtype_name(recipe.forward) << " and " << dtype_name(recipe.backward));
+  // Forward GEMMs multiply two recipe.forward operands, and no FP8 GEMM takes e5m2 × e5m2.
+  AMPGRAD_CHECK(!enabled || (recipe.forward == kFloat8_e4m3fn && is_float8(recipe.backward)),
+                "float8_autocast: the recipe must be {float8_e4m3fn, float8_e4m3fn or float8_e5m2}, got {"
+                    << dtype_name(recipe.forward) << ", " << dtype_name(recipe.backward) << "}");
   state.float8[idx(device)] = enabled ? std::optional(recipe) : std::nullopt;
 }
 float8_autocast::~float8_autocast() { state.float8[idx(device_)] = prev_; }

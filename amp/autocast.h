@@ -41,7 +41,9 @@ class autocast {
 
 // ---- float8: which float8 dtype each GEMM operand of a linear is narrowed to. The default is
 // Transformer Engine's HYBRID format: e4m3 (precision) for activations and weights, e5m2
-// (range) for gradients. {kFloat8_e4m3fn, kFloat8_e4m3fn} is its E4M3 format.
+// (range) for gradients. {kFloat8_e4m3fn, kFloat8_e4m3fn} is its E4M3 format; those two are
+// the recipes there are (the forward multiplies two forward operands, and no FP8 GEMM takes
+// e5m2 × e5m2).
 struct Float8Recipe {
   DType forward = kFloat8_e4m3fn;   // x and W in y = x Wᵀ
   DType backward = kFloat8_e5m2;    // dL/dy in dx = dy W and dW = dyᵀ x

@@ -6,7 +6,7 @@
 
 namespace ampgrad {
 
-static double float8_max(DType t) { return t == kFloat8_e4m3fn ? 448.0 : 57344.0; }
+static double float8_max(DType t) { return t == kFloat8_e4m3fn ? Float8E4M3Format::max_finite : Float8E5M2Format::max_finite; }
 
 // x in dtype on its device: x itself if it is in it, else a converted copy.
 static Tensor as_dtype(const Tensor& x, DType dtype) {
@@ -44,7 +44,8 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
                       << (s->defined() ? std::string(dtype_name(s->dtype())) + " " + shape_str(s->shape()) : "an undefined one"));
   AMPGRAD_CHECK(is_floating_point(out_dtype) && !is_float8(out_dtype), "scaled_mm: out_dtype must be a compute floating dtype, got " << dtype_name(out_dtype));
   // Every product of two float8 values is exact in float32 (4 × 4 significand bits), and the sums
-  // are float32's: what an FP8 tensor core computes, before one scaling and one rounding.
+  // are float32's: cuBLASLt's FP8 GEMM with float32 accumulation, before one scaling and one
+  // rounding. (Hopper's tensor cores are reported to keep fewer bits in their accumulators.)
   Tensor acc = kernels::bmm(as_dtype(a, kFloat32), as_dtype(b, kFloat32));
   const Tensor both = kernels::binary(kernels::Binary::mul, scale_a.reshape({}), scale_b.reshape({}));
   return as_dtype(kernels::binary(kernels::Binary::mul, acc, both), out_dtype);
@@ -72,7 +73,9 @@ static Tensor float8_linear_2d(const Tensor& x, const Tensor& w, const Tensor& b
 Tensor float8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const amp::Float8Recipe& recipe) {
   check_linear_shapes("float8_linear", x, w, b);
   const DeviceType dev = x.device().type;
-  const DType out_dtype = amp::is_enabled(dev) ? amp::get_dtype(dev) : promote_types(x.dtype(), w.dtype());
+  // As autocast would give linear's output, float64 left alone.
+  const bool autocast_output = amp::is_enabled(dev) && x.dtype() != kFloat64 && w.dtype() != kFloat64;
+  const DType out_dtype = autocast_output ? amp::get_dtype(dev) : promote_types(x.dtype(), w.dtype());
   if (amp::trace_active()) {
     amp::TraceEvent ev{Op::linear, {x.dtype(), w.dtype()}, recipe.forward, amp::Cast::lower_precision, amp::is_enabled(dev)};
     if (b.defined()) ev.input_dtypes.push_back(b.dtype());

@@ -2,9 +2,9 @@
 // "current" (dynamic, per-tensor) scaling: each GEMM operand of a linear is narrowed to a
 // float8 type with a scale of its own, chosen so its largest magnitude lands on the type's
 // largest finite value, and the GEMM multiplies the 8-bit values and applies both scales once.
-// The arithmetic is an FP8 tensor core's, emulated: products of 8-bit values are exact in
-// float32, and are summed in float32 (kernels::bmm on float32 copies), so a CPU run gives the
-// numerics of FP8 training, not its speed.
+// The arithmetic is an FP8 GEMM's with float32 accumulation, emulated: products of 8-bit values
+// are exact in float32, and are summed in float32 (kernels::bmm on float32 copies), so a CPU run
+// gives the numerics of FP8 training, not its speed.
 //
 //   amp::float8_autocast f8(DeviceType::CPU);      // HYBRID: e4m3 forward, e5m2 gradients
 //   Tensor y = linear(x, w, b);                     // runs as float8_linear
@@ -37,7 +37,8 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
 // y = x Wᵀ + b with both GEMM operands narrowed to recipe.forward, and in backward the incoming
 // gradient to recipe.backward: dx = dy W and dW = dyᵀ x are scaled_mm's too, from the float8 x
 // and W saved by the forward (one byte an element). The bias is added, and its gradient summed,
-// in the output's dtype: autocast's dtype where autocast is on, else that of x and W promoted.
+// in the output's dtype: autocast's where autocast is on (and neither is float64), else that of
+// x and W promoted.
 // x (..., Din), weight (Dout, Din), bias (Dout) or undefined. The backward calls kernels, so it
 // is once differentiable. linear() runs this under amp::float8_autocast.
 Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const amp::Float8Recipe& recipe = {});

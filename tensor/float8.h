@@ -32,6 +32,7 @@ template <int E, int M, bool has_inf> struct Format {
   static constexpr uint8_t overflow = has_inf ? 0x7C : 0x7F;      // inf, or NaN where there is no inf
   static constexpr uint8_t max_code = has_inf ? 0x7B : 0x7E;      // the largest finite
   static constexpr uint32_t min_normal_bits = uint32_t(127 - bias + 1) << 23;  // 2^(1-bias) as float32 bits
+  static constexpr float max_finite = float((1 << M) + (max_code & ((1 << M) - 1))) * float(1 << ((max_code >> M) - bias)) / float(1 << M);
 
   AMPGRAD_HD static float decode(uint8_t c) {
     const uint32_t sign = uint32_t(c & 0x80) << 24;

@@ -1,7 +1,6 @@
 // kernels.cpp — device dispatch: every primitive checks that its tensors share one device and
 // forwards to that device's backend. The only place that knows which backends exist.
 #include <algorithm>
-#include <string_view>
 
 #include "tensor/backends.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
@@ -23,14 +22,14 @@ const char* binary_name(Binary op) {
 }
 
 // The device all (defined) tensors share; an error naming the op otherwise. A float8 tensor
-// is refused here too, naming the op: only copies and fills write or read one.
-static Device common_device(const char* op, std::initializer_list<const Tensor*> ts) {
-  const bool float8_ok = std::string_view(op) == "copy_" || std::string_view(op) == "fill_";
+// is refused here too, naming the op, unless the primitive converts into or out of one
+// (float8_ok: copy_ and fill_).
+static Device common_device(const char* op, std::initializer_list<const Tensor*> ts, bool float8_ok = false) {
   const Tensor* first = nullptr;
   for (const Tensor* t : ts) {
     if (!t->defined()) continue;
-    AMPGRAD_CHECK(float8_ok || !is_float8(t->dtype()), op << ": not defined for " << dtype_name(t->dtype())
-                                                          << " tensors, which hold data for scaled_mm; convert with .to(kFloat32) first");
+    AMPGRAD_CHECK(float8_ok || !is_float8(t->dtype()), op << ": not defined for dtype " << dtype_name(t->dtype())
+                                                          << " (float8 tensors hold data for scaled_mm; convert with .to(kFloat32) first)");
     if (!first) first = t;
     AMPGRAD_CHECK(t->device() == first->device(), op << ": expected all tensors on one device, got "
                                                      << first->device().str() << " and " << t->device().str());
@@ -61,11 +60,11 @@ static auto on_device(const char* kernel, Device d, [[maybe_unused]] CudaCall cu
 }
 // op names the call in error messages, kernel in a Profile (they differ for conv2d's im2col/col2im).
 #ifdef AMPGRAD_WITH_CUDA
-#define DISPATCH_AS(op, kernel, call, ...) \
-  on_device(kernel, common_device(op, {__VA_ARGS__}), [&] { return cuda::call; }, [&] { return cpu::call; })
+#define ON_DEVICE(kernel, device, call) on_device(kernel, device, [&] { return cuda::call; }, [&] { return cpu::call; })
 #else
-#define DISPATCH_AS(op, kernel, call, ...) on_device(kernel, common_device(op, {__VA_ARGS__}), nullptr, [&] { return cpu::call; })
+#define ON_DEVICE(kernel, device, call) on_device(kernel, device, nullptr, [&] { return cpu::call; })
 #endif
+#define DISPATCH_AS(op, kernel, call, ...) ON_DEVICE(kernel, common_device(op, {__VA_ARGS__}), call)
 #define DISPATCH(op, call, ...) DISPATCH_AS(op, op, call, __VA_ARGS__)
 
 // Whether the op that with_op(body) hands to body is defined for dtype t: elementwise_ops.h's
@@ -140,7 +139,7 @@ static void check_written(const char* op, const Tensor& dst, const Tensor* src =
 
 void fill_(const Tensor& dst, double v) {
   check_written("fill_", dst);
-  DISPATCH("fill_", fill_(dst, v), &dst);
+  ON_DEVICE("fill_", common_device("fill_", {&dst}, /*float8_ok=*/true), fill_(dst, v));
 }
 void axpy_(const Tensor& y, const Tensor& x, double alpha) {
   AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
@@ -289,7 +288,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
     return cuda::copy_(dst, src);
   }
 #endif
-  common_device("copy_", {&dst, &src});
+  common_device("copy_", {&dst, &src}, /*float8_ok=*/true);
   KernelTimer timed("copy_", dst.device());
   cpu::copy_(dst, src);
 }

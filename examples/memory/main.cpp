@@ -1,6 +1,6 @@
-// memory — where a training step's memory goes, and two ways to cut it. One forward and
+// memory — where a training step's memory goes, and ways to cut it. One forward and
 // backward of a deep MLP (blocks of Linear + ReLU) in each configuration: float32, 16-bit
-// autocast, and activation checkpointing. For each it prints what the forward leaves held for
+// autocast, FP8 linears, and activation checkpointing. For each it prints what the forward leaves held for
 // backward (the saved activations), the step's peak, both above what lived before the step
 // (the weights), and the step's median time.
 //   build/examples/memory [--width 512] [--blocks 16] [--batch 2048] [--segments 4] [--steps 3]
@@ -21,6 +21,7 @@ struct Config {
   const char* name;
   std::optional<DType> autocast;  // none: float32
   int64_t segments;               // 0: no checkpointing
+  bool float8 = false;            // every linear an FP8 GEMM (amp::float8_autocast)
 };
 
 struct Measured {
@@ -41,6 +42,7 @@ static Measured measure(nn::Sequential& net, const Tensor& x, const Tensor& y, c
     Tensor loss;
     {
       amp::autocast ac(dev.type, cfg.autocast.value_or(kBFloat16), cfg.autocast.has_value());
+      amp::float8_autocast f8(dev.type, {}, cfg.float8);
       Tensor logits = cfg.segments ? nn::checkpoint_sequential(net, cfg.segments, x) : net.forward(x);
       loss = cross_entropy(logits, y);
     }
@@ -88,8 +90,9 @@ int main(int argc, char** argv) {
 
     const std::string ck = "checkpoint " + std::to_string(segments);
     const std::string ck_bf16 = "bf16 autocast, " + ck;
-    const Config configs[] = {{"float32", {}, 0}, {"fp16 autocast", kFloat16, 0}, {"bf16 autocast", kBFloat16, 0},
-                              {ck.c_str(), {}, segments}, {ck_bf16.c_str(), kBFloat16, segments}};
+    const Config configs[] = {{"float32", {}, 0},          {"fp16 autocast", kFloat16, 0}, {"bf16 autocast", kBFloat16, 0},
+                              {"bf16 autocast, float8", kBFloat16, 0, true}, {ck.c_str(), {}, segments},
+                              {ck_bf16.c_str(), kBFloat16, segments}};
     std::printf("%lld blocks of Linear(%lld, %lld) + ReLU, batch %lld, on %s: weights %.1f MiB, one activation %.1f MiB (float32)\n",
                 (long long)blocks, (long long)width, (long long)width, (long long)batch, dev.str().c_str(), mib(weights),
                 mib(batch * width * 4));
@@ -101,6 +104,6 @@ int main(int argc, char** argv) {
     std::printf("held for bwd: allocated after the forward, above what lived before it; step peak: the most the step held\n"
                 "above that, its gradients included. Checkpointing keeps each segment's input and reruns the segment in\n"
                 "backward; autocast keeps 16-bit activations but adds a 16-bit copy of each weight whose input wants a\n"
-                "gradient (all but the first layer's).\n");
+                "gradient (all but the first layer's); float8 keeps each linear's input and weight in 8 bits.\n");
   });
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "tensor/cuda/runtime.h"
 #include "tensor/dtype_enum.h"
@@ -39,7 +40,7 @@ template <class F> void dispatch(DType t, F&& f) {
 template <class F> void dispatch_with_float8(DType t, F&& f) {
   if (t == DType::Float8_e4m3fn) return f(type_tag<float8_e4m3fn>{});
   if (t == DType::Float8_e5m2) return f(type_tag<float8_e5m2>{});
-  dispatch(t, f);
+  dispatch(t, std::forward<F>(f));
 }
 
 // Floating types only, for kernels the C++ side has already refused other dtypes
