@@ -94,13 +94,13 @@ memcheck() {
     "$build/tests/$suite" --test-case-exclude='*(cpu)' 2>&1 | tee "$log/memcheck.log" || true
 }
 
-mnist() {  # mnist AMP: two epochs of the MLP on the GPU
+mnist() {  # mnist AMP: two epochs of the MLP on the GPU (mnist AMP [FLAGS...])
   if [ ! -d data-cache/mnist ]; then
     echo "no data-cache/mnist here (scripts/get-data.sh, then carry data-cache)"
     return 77
   fi
-  echo "=== --amp $1" >>"$log/mnist.log"
-  timeout -k 10 "$(limit 120)" "$build/examples/mnist" --device cuda --amp "$1" --epochs 2 2>&1 | tee -a "$log/mnist.log"
+  echo "=== --amp $*" >>"$log/mnist.log"
+  timeout -k 10 "$(limit 120)" "$build/examples/mnist" --device cuda --amp "$1" "${@:2}" --epochs 2 2>&1 | tee -a "$log/mnist.log"
   return "${PIPESTATUS[0]}"
 }
 
@@ -178,6 +178,7 @@ if ((built)); then
   timed "mnist cuda fp32" mnist off
   timed "mnist cuda fp16 + scaler" mnist fp16
   timed "mnist cuda bf16" mnist bf16
+  timed "mnist cuda bf16 + float8" mnist bf16 --float8
   timed "memory example cuda" memory
   timed "gpt cuda fp16 + scaler" gpt
 fi

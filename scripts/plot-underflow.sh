@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# plot-underflow.sh [CSV] [PNG] — the underflow demo's four loss curves on a log scale.
+# plot-underflow.sh [CSV] [PNG] — the underflow demo's six loss curves on a log scale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 csv=${1:-runs/underflow.csv}
@@ -16,6 +16,6 @@ set datafile separator ","
 set logscale y; set grid
 set xlabel "step"; set ylabel "mse (float32 evaluation)"
 set title "float16 without loss scaling stalls: its gradients underflow to zero"
-plot for [i=2:5] "$csv" using 1:i with lines lw 2 title columnhead(i)
+plot for [i=2:7] "$csv" using 1:i with lines lw 2 title columnhead(i)
 GP
 echo "plot: $png"

@@ -6,6 +6,7 @@
 // checkpoint's rerun, and a GradScaler skipping an overflowed step.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -232,6 +233,28 @@ DEVICE_TEST_CASE("why gradients need a scale: tiny gradients flush to zero in e5
   const Float8Tensor q = to_float8(g, kFloat8_e5m2);
   const std::vector<double> back = vec(q.data.to(kFloat32) * q.inv_scale), exact = vec(g);
   for (size_t i = 0; i < exact.size(); ++i) CHECK(std::fabs(back[i] - exact[i]) <= 0.125 * std::fabs(exact[i]) + 1e-30);  // e5m2: half an ulp is 2^-3
+}
+
+DEVICE_TEST_CASE("a float16 gradient underflows before a float8 linear can scale it: fp16 still needs the GradScaler, bf16 does not") {
+  // The loss is float32 (autocast's policy), the linear's output float16: the gradient comes back
+  // through a cast to float16, 2·y/512 ≈ 4e-9, under half float16's smallest subnormal.
+  Generator gen(8);
+  const Tensor x = randn({64, 16}, {}, &gen).to(dev);
+  auto weight_grad = [&](DType autocast_dtype, double loss_scale) {
+    const Tensor w = (randn({8, 16}, {}, &gen) * 1e-7).to(dev).requires_grad_();
+    Tensor loss;
+    {
+      amp::autocast ac(dev.type, autocast_dtype);
+      amp::float8_autocast f8(dev.type);
+      loss = mse_loss(linear(x, w), zeros({64, 8}, TensorOptions().device(dev)));
+    }
+    (loss * loss_scale).backward();
+    return vec(w.grad());
+  };
+  auto zero_share = [](const std::vector<double>& g) { return double(std::count(g.begin(), g.end(), 0.0)) / double(g.size()); };
+  CHECK(zero_share(weight_grad(kFloat16, 1)) == 1.0);       // flushed in float16, before any scale
+  CHECK(zero_share(weight_grad(kFloat16, 65536)) == 0.0);   // a loss scale keeps it
+  CHECK(zero_share(weight_grad(kBFloat16, 1)) == 0.0);      // bfloat16's range keeps it
 }
 
 DEVICE_TEST_CASE("scaled_mm: float8 products summed in float32, both scales applied once") {

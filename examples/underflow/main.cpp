@@ -1,11 +1,15 @@
 // underflow — the reason loss scaling exists, made visible. One small regression model is
-// trained four ways: float32; float16 autocast without a scaler; float16 with GradScaler;
-// bfloat16. Its loss is a mean over 1024 x 256 outputs of errors near 3e-3, so the gradient
-// that reaches each fp16 activation is 2·err/262144 ≈ 2e-8 at the start and shrinks as the fit
+// trained six ways: float32; float16 autocast without a scaler; float16 with GradScaler;
+// bfloat16; and float16 and bfloat16 with every linear in FP8 (amp::float8_autocast). Its loss
+// is a mean over 1024 x 256 outputs of errors near 3e-3, so the gradient that reaches each fp16
+// activation is 2·err/262144 ≈ 2e-8 at the start and shrinks as the fit
 // improves: below 2^-25 ≈ 3e-8 (half float16's smallest subnormal) it rounds to exactly zero.
 // Without a scaler the weights then get all-zero gradients and learning stalls; scaled by
 // 65536 the same values are comfortably representable. bfloat16 has float32's exponent range
-// and never underflows here. The output layer starts at zero, a common init for regression.
+// and never underflows here. FP8's scale per tensor does not save float16: it acts inside each
+// linear, and the gradient reaching the output layer is a float16 tensor (the cast back from
+// the float32 loss) that has underflowed before any linear sees it. Under bfloat16 it trains.
+// The output layer starts at zero, a common init for regression.
 //
 //   build/examples/underflow --csv runs/underflow.csv     # then scripts/plot-underflow.sh
 #include <CLI/CLI.hpp>
@@ -28,6 +32,7 @@ struct Run {
   bool amp;
   DType dtype;
   bool scaler;
+  bool float8 = false;            // every linear an FP8 GEMM, each tensor scaled on its own
   std::vector<double> loss = {};  // float32 evaluation loss per logged step
   double zero_grads = 0;     // share of weight-gradient values exactly zero, last 100 steps
   amp::GradHealth health_unscaled = {}, health_scaled = {};  // of the float32 gradients at the end
@@ -36,7 +41,7 @@ struct Run {
 int main(int argc, char** argv) {
   int steps = 300, log_every = 10;
   std::string csv;
-  CLI::App app{"Train one model four ways to show float16 gradient underflow and how loss scaling prevents it."};
+  CLI::App app{"Train one model six ways to show float16 gradient underflow and how loss scaling prevents it."};
   app.add_option("--steps", steps)->capture_default_str();
   app.add_option("--csv", csv, "write the loss curves (step, one column per run)");
   CLI11_PARSE(app, argc, argv);
@@ -51,7 +56,9 @@ int main(int argc, char** argv) {
     std::vector<Run> runs = {{"float32", false, kFloat32, false},
                              {"fp16", true, kFloat16, false},
                              {"fp16+scaler", true, kFloat16, true},
-                             {"bf16", true, kBFloat16, false}};
+                             {"bf16", true, kBFloat16, false},
+                             {"fp16+float8", true, kFloat16, false, true},
+                             {"bf16+float8", true, kBFloat16, false, true}};
     for (Run& run : runs) {
       manual_seed(1);  // the same initial weights for every run
       auto out = std::make_shared<nn::Linear>(H, Dout);
@@ -68,6 +75,7 @@ int main(int argc, char** argv) {
         Tensor loss;
         {
           amp::autocast ac(DeviceType::CPU, run.dtype, run.amp);
+          amp::float8_autocast f8(DeviceType::CPU, {}, run.float8);
           loss = nn::functional::mse_loss(model->forward(xb), yb);
         }
         scaler.scale(loss).backward();
