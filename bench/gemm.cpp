@@ -177,14 +177,16 @@ BENCHMARK_CAPTURE(mlp_step, amp_bf16, std::optional<DType>(kBFloat16))->ArgName(
 // ---- the non-GEMM kernels: one strided walk, one cast, one column sum, (1024, 1024) ----
 // What the threads of parallel.h buy outside the GEMM: gelu of a transposed view (the strided
 // walk), the float32 -> float16 cast autocast makes of a weight, and a bias gradient's column
-// sum. Arguments: threads; the 1- and 2-thread rows of one run give the ratio.
+// sum; and gelu of the contiguous tensor, whose loop vectorises (the strided one computes the
+// same bits one element at a time). Arguments: threads; the 1- and 2-thread rows of one run give
+// the ratio.
 void elementwise(benchmark::State& state, int which) {
   set_num_threads(int(state.range(0)));
   manual_seed(0);
   Tensor x = randn({1024, 1024});
   NoGradGuard no_grad;
   for (auto _ : state) {
-    Tensor y = which == 0 ? gelu(x.t()) : which == 1 ? x.to(kFloat16) : sum(x, {0});
+    Tensor y = which == 0 ? gelu(x.t()) : which == 1 ? x.to(kFloat16) : which == 2 ? sum(x, {0}) : gelu(x);
     benchmark::DoNotOptimize(y.raw_data());
   }
   state.counters["elements/s"] = benchmark::Counter(double(x.numel()) * double(state.iterations()), benchmark::Counter::kIsRate);
@@ -193,6 +195,7 @@ void elementwise(benchmark::State& state, int which) {
 BENCHMARK_CAPTURE(elementwise, gelu_strided, 0)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(elementwise, cast_f16, 1)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(elementwise, column_sum, 2)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(elementwise, gelu_contiguous, 3)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
