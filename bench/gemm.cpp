@@ -177,9 +177,9 @@ BENCHMARK_CAPTURE(mlp_step, amp_bf16, std::optional<DType>(kBFloat16))->ArgName(
 // ---- the non-GEMM kernels: one strided walk, one cast, one column sum, (1024, 1024) ----
 // What the threads of parallel.h buy outside the GEMM: gelu of a transposed view (the strided
 // walk), the float32 -> float16 cast autocast makes of a weight, and a bias gradient's column
-// sum; and gelu of the contiguous tensor, whose loop vectorises (the strided one computes the
-// same bits one element at a time). Arguments: threads; the 1- and 2-thread rows of one run give
-// the ratio.
+// sum; and gelu of the contiguous tensor, whose loads are plain vector loads (the strided walk
+// gathers its elements, to the same values). Arguments: threads; the 1- and 2-thread rows of one
+// run give the ratio.
 void elementwise(benchmark::State& state, int which) {
   set_num_threads(int(state.range(0)));
   manual_seed(0);

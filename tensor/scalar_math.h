@@ -17,11 +17,12 @@ template <class A> AMPGRAD_HD inline A sigmoid(A x) { return A(1) / (A(1) + exp(
 template <class A> AMPGRAD_HD inline A relu(A x) { return x > A(0) ? x : A(0); }
 
 // ---- exp and the normal CDF for float, written to vectorise: no library calls and no branch
-// a select cannot replace, so the CPU's contiguous loops run them 8 at a time (AVX2) while its
-// strided loops and the CUDA kernels run the same operations one at a time, to the same bits.
-// (GCC turns the selects into blends only without -ftrapping-math, which the CPU elementwise
-// kernels are compiled without: CMakeLists.txt.) gelu's float path (float16 and bfloat16 compute
-// in it too) is built on them; double keeps the C library's.
+// a select cannot replace, so the CPU's loops run them 8 at a time (AVX2). A contiguous run, a
+// strided one (gathered, or one at a time) and a tail give the same values (a NaN's sign aside);
+// CUDA runs the same functions, though nvcc fuses multiply-adds where GCC does not, so its last
+// bits may differ. (GCC turns the selects into blends only without -ftrapping-math, which the CPU
+// elementwise kernels are compiled without: CMakeLists.txt.) gelu's float path (float16 and
+// bfloat16 compute in it too) is built on them; double keeps the C library's.
 
 AMPGRAD_HD inline float pow2i(int k) {  // 2^k for k in [-126, 127], straight into the exponent bits
   const uint32_t bits = uint32_t(k + 127) << 23;
@@ -55,7 +56,8 @@ AMPGRAD_HD inline float exp_vectorised(float x) {
 // there: Φ(-6) would be 0, not 1e-9). erfc(z) = t · e^(−z² + P(t)), t = 1 / (1 + z/2), where P, of
 // degree 9, is ampgrad's own least-squares fit of ln(erfc(z)/t) + z² at 400 Chebyshev points of
 // t in [1/6.5, 1] (z up to 11, past which Φ is 0 or 1 in float32). Against Φ in 30 digits:
-// within 1 ulp for x ≥ 4, 6 on [0, 4], and 13 on [-4, 0], where rounding x itself costs that.
+// within 1 ulp for x ≥ 4, 4 on [0, 4], 16 on [-4, 0] and 64 on [-9, -4], where rounding x²
+// to float costs that much.
 AMPGRAD_HD inline float normal_cdf(float x) {
   const float t = 1.0f / (1.0f + 0.5f * 0.70710678118654752f * fabsf(x));
   float p = 0.15217128396034241f;  // Horner, t⁹'s coefficient down to t⁰'s
@@ -67,7 +69,7 @@ AMPGRAD_HD inline float normal_cdf(float x) {
   p = p * t + 0.052532698959112167f;
   p = p * t + 0.38292455673217773f;
   p = p * t + 0.99906039237976074f;
-  p = p * t - 1.2654687166213989f;
+  p = p * t - 1.2654688358306885f;  // (the fit's -1.26546872, nudged by an ulp so that P(1) = 0 exactly: Φ(0) = ½)
   const float half_erfc = 0.5f * t * exp_vectorised(-0.5f * x * x + p);
   return x >= 0 ? 1.0f - half_erfc : half_erfc;
 }
