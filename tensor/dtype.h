@@ -49,7 +49,8 @@ template <class F> decltype(auto) dispatch(DType t, F&& f) {
   float8_not_computable(t);
 }
 
-// Same, with the float8 types too: for the copy kernel, the one that converts into and out of them.
+// Same, with the float8 types too: for the kernels that hold float8 values without computing
+// on them (copy, which converts into and out of them, and fill), and for itemsize and item().
 template <class F> decltype(auto) dispatch_with_float8(DType t, F&& f) {
   if (t == DType::Float8_e4m3fn) return f(type_tag<float8_e4m3fn>{});
   if (t == DType::Float8_e5m2) return f(type_tag<float8_e5m2>{});
