@@ -8,18 +8,27 @@
 #include "autograd/autocast.h"
 
 #include "autograd/node.h"
+#include "tensor/memory_history.h"
 
 namespace ampgrad::autograd {
+
+// A cast autocast makes, counted in the trace and named in a MemoryHistory.
+static Tensor uncached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) {
+  ev.casts++;
+  AllocationName named("autocast cast");
+  return cast(x, target);
+}
 
 // A weight cast made here must keep its link to the weight even if the first use happens
 // under NoGradGuard (PyTorch caches a graph-less cast then, and the weight silently gets no
 // gradient in later grad-enabled uses). So cacheable casts always record their backward.
 static Tensor cached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) {
-  if (!amp::cache_eligible(x, target)) { ev.casts++; return cast(x, target); }
+  if (!amp::cache_eligible(x, target)) return uncached_cast(x, target, ev);
   if (auto hit = amp::cache_lookup(x, target)) { ev.cache_hits++; return *hit; }
   Tensor c;
   {
     EnableGradGuard with_grad;
+    AllocationName named("autocast weight cache");
     c = cast(x, target);
   }
   // Every backward in the region (micro-batches) runs through this one cast node: it saves
@@ -57,7 +66,7 @@ void autocast_inputs(amp::Op op, Tensor* xs, size_t n) {
     for (size_t i = 0; target && i < n; ++i) {
       if (!castable(xs[i]) || xs[i].dtype() == *target) continue;
       if (ev.category == amp::Cast::fp32 && !is_half(xs[i].dtype())) continue;
-      xs[i] = ev.category == amp::Cast::lower_precision ? cached_cast(xs[i], *target, ev) : (ev.casts++, cast(xs[i], *target));
+      xs[i] = ev.category == amp::Cast::lower_precision ? cached_cast(xs[i], *target, ev) : uncached_cast(xs[i], *target, ev);
     }
   }
   if (amp::trace_active()) {

@@ -14,6 +14,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
+#include "tensor/memory_history.h"
 #include "tensor/profile.h"
 
 namespace ampgrad {
@@ -88,6 +89,7 @@ void attach(Tensor& out, std::shared_ptr<Node> node) {
 }
 
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  name_output(out, name);
   if (!is_grad_enabled()) return;
   bool any = false;
   for (const Tensor& x : inputs) any = any || (x.defined() && x.requires_grad());
@@ -178,13 +180,16 @@ static Tensor not_differentiable_again(const Node& n, const Tensor& gi, const Te
   return out;
 }
 
-// The node whose backward runs, named in errors, and the one whose Saved tensors come back linked
-// while create_graph records it (Saved::get); both restored after, for engines nest.
+// The node whose backward runs, named in errors and in a MemoryHistory, and the one whose Saved
+// tensors come back linked while create_graph records it (Saved::get); both restored after, for
+// engines nest.
 struct Running {
   const char* outer_name;
   Node* outer_recording;
+  AllocationName named;
   Running(const Node& n, Node* recording)
-      : outer_name(std::exchange(running_backward, n.name)), outer_recording(std::exchange(recording_node, recording)) {}
+      : outer_name(std::exchange(running_backward, n.name)), outer_recording(std::exchange(recording_node, recording)),
+        named(n.name, " backward") {}
   ~Running() {
     running_backward = outer_name;
     recording_node = outer_recording;

@@ -3,6 +3,7 @@
 #include "autograd/float8.h"
 
 #include "autograd/op_support.h"
+#include "tensor/memory_history.h"
 
 namespace ampgrad {
 
@@ -20,6 +21,7 @@ Float8Tensor to_float8(const Tensor& x, DType float8_dtype) {
   AMPGRAD_CHECK(is_float8(float8_dtype), "to_float8: the target must be a float8 dtype, got " << dtype_name(float8_dtype));
   AMPGRAD_CHECK(x.defined() && x.is_floating_point() && !is_float8(x.dtype()),
                 "to_float8: expected a float32, float64, float16 or bfloat16 tensor, got " << (x.defined() ? dtype_name(x.dtype()) : "an undefined one"));
+  AllocationName named("to_float8");  // its result, and in a forward its temporaries, for a MemoryHistory
   const TensorOptions f32 = TensorOptions(kFloat32).device(x.device());
   const double max_finite = float8_max(float8_dtype);
   const Tensor xf = as_dtype(x, kFloat32);

@@ -90,14 +90,19 @@ static Tensor reduce_losses(const Tensor& losses, const Targets& t, Reduction re
   return rounded_to(reduction == Reduction::Mean ? total / t.total : total, dtype);
 }
 
-// A class loss's gradient, d loss_n / d scores[n, :] (N, C), times the upstream gradient of the
-// reduced loss, rounded to the scores' dtype. Ignored targets' rows are 0 even where a mean of
-// nothing (0/0) makes the rest NaN, as in PyTorch.
-static Tensor class_grad(const Tensor& dloss_n, const Tensor& g, const Targets& t, Reduction reduction, DType dtype) {
+// The upstream gradient of the reduced loss as each sample's loss receives it: (N, 1) without
+// reduction, else (1, 1), over the weights' total for a mean.
+static Tensor per_sample(const Tensor& g, const Targets& t, Reduction reduction) {
   (void)t.target.get();  // raises if the targets were written in place since the forward
-  Tensor gn = widened(g);
-  gn = reduction == Reduction::None ? gn.unsqueeze(1) : (reduction == Reduction::Mean ? gn / t.total : gn).reshape({1, 1});
-  Tensor grad = dloss_n * gn;
+  const Tensor gn = widened(g);
+  return reduction == Reduction::None ? gn.unsqueeze(1) : (reduction == Reduction::Mean ? gn / t.total : gn).reshape({1, 1});
+}
+
+// A class loss's gradient, d loss_n / d scores[n, :] (N, C), times the upstream gradient of its
+// sample (per_sample), rounded to the scores' dtype. Ignored targets' rows are 0 even where a
+// mean of nothing (0/0) makes the rest NaN, as in PyTorch.
+static Tensor class_grad(const Tensor& dloss_n, const Tensor& upstream, const Targets& t, DType dtype) {
+  const Tensor grad = dloss_n * upstream;
   return rounded_to(where(t.kept.unsqueeze(1), grad, scalar_like(0, grad)), dtype);
 }
 
@@ -128,14 +133,23 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
   if (eps > 0) losses = losses + neg(sum(t.u.defined() ? logp * t.u : logp, {1})) * t.kept.to(logp.dtype()) * (eps / C);
   Tensor loss = reduce_losses(losses, t, o.reduction, logits.dtype());
   record("cross_entropy", loss, {logits}, [logp = Saved(logp_linked), t, eps, C, reduction = o.reduction, dtype = logits.dtype()](const Tensor& g, const Needs&) {
-    const Tensor p = exp(logp);
-    Tensor hit = (t.weight * (1 - eps)).unsqueeze(1), coef = hit, goal = one_hot(t.index, p) * hit;
-    if (eps > 0) {  // ignored rows are zeroed by class_grad
-      const double spread = eps / C;
-      coef = coef + (t.u.defined() ? sum(t.u) * spread : scalar_like(eps, coef));
-      goal = goal + (t.u.defined() ? t.u * spread : scalar_like(spread, goal));
+    const Tensor lp = logp, upstream = per_sample(g, t, reduction);
+    // Per sample (N, 1): the weight of its target's one-hot, coef that of p; spread, what label
+    // smoothing gives every class (ignored rows are zeroed at the end).
+    const Tensor hit = (t.weight * (1 - eps)).unsqueeze(1);
+    Tensor coef = hit, spread;
+    if (eps > 0) {
+      coef = coef + (t.u.defined() ? sum(t.u) * (eps / C) : scalar_like(eps, coef));
+      spread = t.u.defined() ? t.u * (eps / C) : scalar_like(eps / C, coef);
     }
-    return grads(class_grad(p * coef - goal, g, t, reduction, dtype));
+    // A plain backward writes the gradient in one pass, one (N, C) tensor where the ops below
+    // hold six at once (the logits are a language model's largest activation); the ops, recorded
+    // under create_graph, give the same bits.
+    if (!autograd::recording_backward())
+      return grads(kernels::cross_entropy_backward(lp, t.index, t.kept, coef, hit, spread, upstream, dtype));
+    Tensor goal = one_hot(t.index, lp) * hit;
+    if (spread.defined()) goal = goal + spread;
+    return grads(class_grad(exp(lp) * coef - goal, upstream, t, dtype));
   });
   return loss;
 }
@@ -148,7 +162,7 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target, const NLLLossOption
   Tensor loss = reduce_losses(weighted_nll(logp, t), t, o.reduction, logp.dtype());
   record("nll_loss", loss, {logp}, [t, shape = logp.shape(), reduction = o.reduction, dtype = logp.dtype()](const Tensor& g, const Needs&) {
     Tensor dloss_n = kernels::scatter_add(shape, 1, t.index.unsqueeze(1), neg(t.weight).unsqueeze(1));
-    return grads(class_grad(dloss_n, g, t, reduction, dtype));
+    return grads(class_grad(dloss_n, per_sample(g, t, reduction), t, dtype));
   });
   return loss;
 }

@@ -1,19 +1,20 @@
 // trainer_support.h — what the MNIST and GPT trainers share: their --device, --amp and --float8
 // flags turned into a Device and a precision setting (with an error naming a bad value), the
-// forward's precision as one scope, and the two instruments a run can switch on for a stretch
-// of its training, the autocast trace and the kernel profile.
+// forward's precision as one scope, and the three instruments a run can switch on for a stretch
+// of its training: the autocast trace, the kernel profile and the memory history.
 //
 //   const Device device = training_device(c.device);             // "cuda" without a GPU: an Error saying why
 //   const AmpSetting precision = amp_setting(c.amp, c.float8);    // .enabled, .dtype and .float8
 //   { Autocast ac(device.type, precision); loss = ...; }          // autocast, and float8_autocast with --float8
-//   Instruments watch(c.amp_trace, c.profile, device);            // both record from here ...
-//   watch.report(log);                                            // ... until this prints and stops them
+//   Instruments watch(c.amp_trace, c.profile, c.memory_peak, device);  // each asked for records from here ...
+//   watch.report(log);                                                 // ... until this prints and stops them
 #pragma once
 #include <optional>
 #include <ostream>
 #include <string>
 
 #include "amp/autocast.h"
+#include "tensor/memory_history.h"
 #include "tensor/profile.h"
 
 namespace ampgrad::examples {
@@ -43,20 +44,24 @@ struct Autocast {
 
 class Instruments {
  public:
-  Instruments(bool amp_trace, bool profile, Device device) {
+  Instruments(bool amp_trace, bool profile, bool memory_peak, Device device) {
     if (amp_trace) trace_.emplace();
     if (profile) profile_.emplace(device.is_cuda());  // on a GPU, waits for each kernel
+    if (memory_peak) history_.emplace(device);
   }
   void report(std::ostream& log) {  // prints what was recorded, once; later calls print nothing
     if (profile_) profile_->print(log);
     if (trace_) trace_->print_summary(log);
+    if (history_) history_->print(log);
     profile_.reset();
     trace_.reset();
+    history_.reset();
   }
 
  private:
   std::optional<amp::Trace> trace_;
   std::optional<Profile> profile_;
+  std::optional<MemoryHistory> history_;
 };
 
 }  // namespace ampgrad::examples

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <iterator>
 #include <optional>
+
+#include "tensor/memory_history.h"
 #ifdef AMPGRAD_WITH_CUDA
 #include "tensor/cuda/runtime.h"  // DeviceGuard
 #endif
@@ -108,6 +110,7 @@ void Optimizer::run_step(const Tensor& found_inf) {
   // (On a GPU the kernels may still skip on found_inf; the version moves regardless.)
   for (size_t i : active) params_[i].bump_version();
 
+  AllocationName named("optimizer state");  // for a MemoryHistory
   for (size_t i : active) {
     ParamState& st = state_[i];
     if (st.step.defined()) continue;

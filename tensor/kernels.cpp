@@ -51,11 +51,11 @@ static auto on_device(const char* kernel, Device d, [[maybe_unused]] CudaCall cu
 #ifdef AMPGRAD_WITH_CUDA
   if (d.is_cuda()) {
     cuda::DeviceGuard guard(d.index);
-    KernelTimer timed(kernel, d);
+    KernelScope timed(kernel, d);
     return cuda_call();
   }
 #endif
-  KernelTimer timed(kernel, d);
+  KernelScope timed(kernel, d);
   return cpu_call();
 }
 // op names the call in error messages, kernel in a Profile (they differ for conv2d's im2col/col2im).
@@ -221,6 +221,23 @@ Tensor softmax_lastdim(const Tensor& x, bool log) {
   require_floating(op, x.dtype());
   return DISPATCH(op, softmax_lastdim(x, log), &x);
 }
+Tensor cross_entropy_backward(const Tensor& logp, const Tensor& index, const Tensor& kept, const Tensor& coef, const Tensor& hit,
+                              const Tensor& spread, const Tensor& scale, DType dtype) {
+  const char* op = "cross_entropy_backward";
+  AMPGRAD_CHECK(logp.dim() == 2 && (logp.dtype() == kFloat32 || logp.dtype() == kFloat64),
+                op << ": expected (N, C) float32 or float64 log-probabilities, got " << dtype_name(logp.dtype()) << " " << shape_str(logp.shape()));
+  const int64_t N = logp.size(0), C = logp.size(1);
+  AMPGRAD_CHECK(index.dtype() == kInt64 && index.shape() == Shape{N} && kept.dtype() == kBool && kept.shape() == Shape{N},
+                op << ": expected int64 and bool targets of shape [" << N << "]");
+  const auto fits = [&](const Tensor& t, std::initializer_list<Shape> shapes) {
+    return t.dtype() == logp.dtype() && std::find(shapes.begin(), shapes.end(), t.shape()) != shapes.end();
+  };
+  AMPGRAD_CHECK(fits(coef, {{N, 1}}) && fits(hit, {{N, 1}}) && fits(scale, {{N, 1}, {1, 1}}) && (!spread.defined() || fits(spread, {{1, C}, {1, 1}, {}})),
+                op << ": coefficients of the wrong shape or dtype for " << shape_str(logp.shape()) << " " << dtype_name(logp.dtype()));
+  AMPGRAD_CHECK(is_floating_point(dtype) && !is_float8(dtype) && logp.dtype() == (dtype == kFloat64 ? kFloat64 : kFloat32),
+                op << ": a " << dtype_name(dtype) << " gradient is not computed in " << dtype_name(logp.dtype()));
+  return DISPATCH(op, cross_entropy_backward(logp, index, kept, coef, hit, spread, scale, dtype), &logp, &index, &kept, &coef, &hit, &spread, &scale);
+}
 
 // Layer norm's rows: x (R, D) floating; weight and bias (D) in x's math dtype; the backward's
 // g like x, and mean and rstd (R) as the forward made them. The backends may assume all of it.
@@ -284,12 +301,12 @@ void copy_(const Tensor& dst, const Tensor& src) {
   if (dst.device().is_cuda() || src.device().is_cuda()) {
     const Device gpu = dst.device().is_cuda() ? dst.device() : src.device();
     cuda::DeviceGuard guard(gpu.index);
-    KernelTimer timed("copy_", gpu);
+    KernelScope timed("copy_", gpu);
     return cuda::copy_(dst, src);
   }
 #endif
   common_device("copy_", {&dst, &src}, /*float8_ok=*/true);
-  KernelTimer timed("copy_", dst.device());
+  KernelScope timed("copy_", dst.device());
   cpu::copy_(dst, src);
 }
 

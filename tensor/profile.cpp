@@ -15,7 +15,7 @@
 namespace ampgrad {
 namespace {
 thread_local Profile* active = nullptr;
-thread_local int depth = 0;  // nested KernelTimers alive
+thread_local int depth = 0;  // nested KernelScopes alive
 thread_local bool in_backward = false;
 }  // namespace
 
@@ -51,7 +51,7 @@ void Profile::print(std::ostream& out) const {
   out << os.str();
 }
 
-KernelTimer::KernelTimer(const char* kernel, Device device) : kernel_(kernel), device_(device) {
+KernelScope::KernelScope(const char* kernel, Device device) : named_(kernel, "", /*weak=*/true), kernel_(kernel), device_(device) {
   if (!active) return;
   counted_ = true;
   if (depth++ > 0) return;
@@ -61,7 +61,7 @@ KernelTimer::KernelTimer(const char* kernel, Device device) : kernel_(kernel), d
   start_ = Profile::Clock::now();
 }
 
-KernelTimer::~KernelTimer() {
+KernelScope::~KernelScope() {
   if (!counted_) return;
   --depth;
   if (!profile_ || std::uncaught_exceptions() > exceptions_) return;
@@ -74,7 +74,7 @@ KernelTimer::~KernelTimer() {
 }
 
 // With sync_cuda, a CUDA call's device (the current one: the dispatcher's guard) finishes first.
-void KernelTimer::wait_for_device() const {
+void KernelScope::wait_for_device() const {
 #ifdef AMPGRAD_WITH_CUDA
   if (profile_->sync_cuda_ && device_.is_cuda()) (void)cudaStreamSynchronize(cuda::stream());
 #endif

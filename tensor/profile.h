@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tensor/device.h"
+#include "tensor/memory_history.h"
 
 namespace ampgrad {
 
@@ -45,7 +46,7 @@ class Profile {
   void print(std::ostream& os) const;
 
  private:
-  friend class KernelTimer;
+  friend class KernelScope;
   using Clock = std::chrono::steady_clock;
   Clock::time_point start_;
   bool sync_cuda_, saw_cuda_ = false;
@@ -53,19 +54,21 @@ class Profile {
   Profile* prev_;
 };
 
-// For the dispatcher: times one primitive call while a Profile is on, and only the outermost
-// of nested calls (a kernel's own fill_ belongs to its time); a call that throws is not
-// recorded. Costs two calls and a thread-local test when no Profile is on.
-class KernelTimer {
+// For the dispatcher, around one primitive call: times it while a Profile is on, only the
+// outermost of nested calls (a kernel's own fill_ belongs to its time; a call that throws is not
+// recorded), and names what it allocates for a MemoryHistory (tensor/memory_history.h). Costs
+// a few thread-local tests when neither is on.
+class KernelScope {
  public:
-  KernelTimer(const char* kernel, Device device);
-  ~KernelTimer();
-  KernelTimer(const KernelTimer&) = delete;
-  KernelTimer& operator=(const KernelTimer&) = delete;
+  KernelScope(const char* kernel, Device device);
+  ~KernelScope();
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
 
  private:
   void wait_for_device() const;
-  Profile* profile_ = nullptr;  // set on the outermost timer only
+  AllocationName named_;
+  Profile* profile_ = nullptr;  // set on the outermost scope only
   bool counted_ = false;        // in the nesting depth
   int exceptions_ = 0;          // std::uncaught_exceptions() at the start
   const char* kernel_;

@@ -276,6 +276,25 @@ TEST_CASE("checkpoint: a tensor kept from inside the region, or a rerun that ret
         "checkpointed function must compute the same from the same inputs");
 }
 
+TEST_CASE("cross_entropy's backward holds its gradient and (N)-sized pieces, no other (N, C) tensor") {
+  // The logits are a language model's largest activation; written as ops the backward held six
+  // tensors of their size at once.
+  const int64_t N = 256, C = 1000;
+  manual_seed(5);
+  Tensor x = randn({N, C}).requires_grad_(), y = randint(0, C, {N});
+  for (double eps : {0.0, 0.1}) {
+    CAPTURE(eps);
+    x.set_grad(Tensor());
+    Tensor loss = cross_entropy(x, y, {.label_smoothing = eps});
+    reset_peak_memory_stats(Device::cpu());
+    const int64_t before = memory_stats(Device::cpu()).allocated_bytes;
+    loss.backward();
+    const int64_t rise = memory_stats(Device::cpu()).peak_allocated_bytes - before;
+    CHECK(rise >= N * C * 4);
+    CHECK(rise <= N * C * 4 + 4 * N * 4 + 16 * 64);  // a few (N) float32 coefficients and scalars besides
+  }
+}
+
 TEST_CASE("what a forward keeps for backward: ReLU its output, dropout a bool mask, layer norm its input and row statistics, a frozen layer nothing of its input") {
   // Each count is what the graph holds above what lived before, the result included. Every
   // size is a multiple of the allocator's 64 bytes: the counts are exact.

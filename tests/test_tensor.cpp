@@ -321,6 +321,17 @@ DEVICE_TEST_CASE("argument checks of the shape-bound primitives hold on every ba
   CHECK(error_of([&] { kernels::gather(x, 1, zeros({2, 1}).to(dev)); }) == "gather: index must be int64, got float32");
   CHECK(error_of([&] { kernels::gather(x, 1, zeros({3, 1}, kInt64).to(dev)); }) == "gather: index of shape [3, 1] is larger than [2, 3] in dim 0");
   CHECK(error_of([&] { kernels::scatter_add({2, 3}, 1, i, ones({2, 2}).to(dev)); }) == "scatter_add: src [2, 2] and index [2, 1] differ");
+  // cross_entropy_backward's eight operands: the (N, C) log-probabilities, (N) targets, (N, 1) coefficients
+  Tensor lp = zeros({2, 3}).to(dev), t = zeros({2}, kInt64).to(dev), kept = ones({2}, kBool).to(dev), c = ones({2, 1}).to(dev);
+  const auto ce = [&](const Tensor& logp, const Tensor& index, const Tensor& coef, const Tensor& spread, DType dtype) {
+    return error_of([&] { kernels::cross_entropy_backward(logp, index, kept, coef, coef, spread, ones({1, 1}).to(dev), dtype); });
+  };
+  CHECK(ce(lp, t, c, Tensor(), kFloat16) == "");
+  CHECK(ce(i.to(kFloat16), t, c, Tensor(), kFloat16) == "cross_entropy_backward: expected (N, C) float32 or float64 log-probabilities, got float16 [2, 1]");
+  CHECK(ce(lp, zeros({3}, kInt64).to(dev), c, Tensor(), kFloat32) == "cross_entropy_backward: expected int64 and bool targets of shape [2]");
+  CHECK(ce(lp, t, ones({2}).to(dev), Tensor(), kFloat32) == "cross_entropy_backward: coefficients of the wrong shape or dtype for [2, 3] float32");
+  CHECK(ce(lp, t, c, ones({1, 2}).to(dev), kFloat32) == "cross_entropy_backward: coefficients of the wrong shape or dtype for [2, 3] float32");
+  CHECK(ce(lp, t, c, Tensor(), kFloat64) == "cross_entropy_backward: a float64 gradient is not computed in float32");
 }
 
 DEVICE_TEST_CASE("elementwise primitives take floating dtypes, int64 the sign-safe ops, bool only comparisons") {
@@ -466,6 +477,48 @@ TEST_CASE("CPU half sums and bias adds widen in one pass: float32 arithmetic in 
     }
     std::vector<float> yv = to_vector<float>(y);
     for (int64_t k = 0; k < M * N; ++k) REQUIRE(yv[k] == to_vector<float>(scalar_tensor(xv[k] + 0.5f * bv[k % N]).to(t))[0]);
+  }
+}
+
+TEST_CASE("CPU 16-bit elementwise ops go a tile at a time: element-by-element float32 bits, and no float32 copy held") {
+  // Contiguous operands are widened a tile at a time on the stack; a transposed view of the same
+  // values takes the strided path, which converts element by element. 37 × 300 elements make
+  // many 512-element tiles, with rows crossing their edges.
+  manual_seed(13);
+  const int64_t M = 37, N = 300;
+  const auto values = [](const Tensor& t) { return to_vector<float>(t.to(kFloat32)); };
+  const auto peak_rise = [](auto f) {
+    reset_peak_memory_stats(Device::cpu());
+    const int64_t before = memory_stats(Device::cpu()).allocated_bytes;
+    Tensor out = f();
+    return memory_stats(Device::cpu()).peak_allocated_bytes - before;
+  };
+  for (DType t : {kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(t));
+    Tensor a = randn({M, N}).to(t), b = randn({M, N}).to(t);
+    Tensor a_strided = a.t().contiguous().t();
+    REQUIRE_FALSE(a_strided.is_contiguous());
+    using kernels::Binary, kernels::Unary;
+    for (Unary op : {Unary::exp, Unary::tanh, Unary::sigmoid, Unary::relu, Unary::gelu}) {
+      CAPTURE(kernels::unary_name(op));
+      CHECK(values(kernels::unary(op, a)) == values(kernels::unary(op, a_strided)));
+    }
+    for (Binary op : {Binary::add, Binary::mul, Binary::div, Binary::lt, Binary::relu_backward, Binary::gelu_backward}) {
+      CAPTURE(kernels::binary_name(op));
+      CHECK(values(kernels::binary(op, a, b)) == values(kernels::binary(op, a_strided, b)));
+    }
+    // The peak rises by the output alone (M·N 16-bit values, rounded to 64 bytes), where widening
+    // whole tensors held three float32 copies, 6× that, beside it.
+    const int64_t out_bytes = (M * N * 2 + 63) / 64 * 64;
+    CHECK(peak_rise([&] { return kernels::binary(Binary::gelu_backward, a, b); }) == out_bytes);
+    CHECK(peak_rise([&] { return kernels::unary(Unary::gelu, a); }) == out_bytes);
+    Tensor y = a.clone();
+    CHECK(peak_rise([&] {
+            kernels::axpy_(y, b.narrow(0, 0, 1), 1.0);  // a (1, N) bias over every row, in place
+            return Tensor();
+          }) == 0);
+    std::vector<float> av = values(a), bv = values(b), yv = values(y);
+    for (int64_t k = 0; k < M * N; ++k) REQUIRE(yv[k] == to_vector<float>(scalar_tensor(av[k] + bv[k % N]).to(t))[0]);
   }
 }
 

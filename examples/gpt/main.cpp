@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   app.add_option("--stop-after", c.stop_after, "stop after this step of the --steps schedule (0: run it all); --resume goes on")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op until the first evaluation");
+  app.add_flag("--memory-peak", c.memory_peak, "print what was alive at the memory peak before the first evaluation, and what made it");
   app.add_flag("--profile", c.profile, "print where the time went until the first evaluation, kernel by kernel");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <sstream>
 
 #include "amp/autocast.h"
 #include "nn/nn.h"
+#include "tensor/memory_history.h"
 #include "tensor/memory_stats.h"
 #include "report_errors.h"
 
@@ -26,18 +28,21 @@ struct Config {
 
 struct Measured {
   double held_mib, peak_mib, ms;
+  std::string at_peak;  // the last step's MemoryHistory, printed
 };
 
 static double mib(int64_t bytes) { return double(bytes) / (1 << 20); }
 
 static Measured measure(nn::Sequential& net, const Tensor& x, const Tensor& y, const Config& cfg, int steps) {
   const Device dev = x.device();
-  Measured m{0, 0, 0};
+  Measured m{};
   std::vector<double> ms;
   for (int s = 0; s <= steps; ++s) {  // step 0 warms the caches and is not counted
     net.zero_grad();                  // gradients freed: each step makes them anew, as in training
     reset_peak_memory_stats(dev);
     const int64_t before = memory_stats(dev).allocated_bytes;
+    std::optional<MemoryHistory> history;
+    if (s == steps) history.emplace(dev);  // the last step: what was alive at its peak
     const auto t0 = std::chrono::steady_clock::now();
     Tensor loss;
     {
@@ -54,6 +59,11 @@ static Measured measure(nn::Sequential& net, const Tensor& x, const Tensor& y, c
     m.held_mib = mib(held);
     m.peak_mib = mib(memory_stats(dev).peak_allocated_bytes - before);
     ms.push_back(t);
+    if (history) {
+      std::ostringstream os;
+      history->print(os);
+      m.at_peak = os.str();
+    }
   }
   std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
   m.ms = ms[ms.size() / 2];
@@ -63,6 +73,7 @@ static Measured measure(nn::Sequential& net, const Tensor& x, const Tensor& y, c
 int main(int argc, char** argv) {
   int64_t width = 512, blocks = 16, batch = 2048, segments = 4;
   int steps = 3;
+  bool at_peak = false;
   std::string device = "cpu";
   CLI::App app{"A deep MLP's training step: the memory it holds, in float32, under autocast and checkpointed."};
   app.add_option("--width", width, "features of every hidden layer")->check(CLI::PositiveNumber)->capture_default_str();
@@ -70,6 +81,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--segments", segments, "checkpoint_sequential's segment count")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--steps", steps, "timed steps per configuration (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_flag("--at-peak", at_peak, "after the table, what was alive at each step's peak and what made it (a MemoryHistory)");
   app.add_option("--device", device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return report_errors("memory", [&] {
@@ -97,13 +109,16 @@ int main(int argc, char** argv) {
                 (long long)blocks, (long long)width, (long long)width, (long long)batch, dev.str().c_str(), mib(weights),
                 mib(batch * width * 4));
     std::printf("%-28s %14s %12s %10s\n", "forward and backward", "held for bwd", "step peak", "ms/step");
+    std::vector<Measured> measured;
     for (const Config& cfg : configs) {
-      const Measured m = measure(net, x, y, cfg, steps);
+      const Measured& m = measured.emplace_back(measure(net, x, y, cfg, steps));
       std::printf("%-28s %10.1f MiB %8.1f MiB %10.1f\n", cfg.name, m.held_mib, m.peak_mib, m.ms);
     }
     std::printf("held for bwd: allocated after the forward, above what lived before it; step peak: the most the step held\n"
                 "above that, its gradients included. Checkpointing keeps each segment's input and reruns the segment in\n"
                 "backward; autocast keeps 16-bit activations but adds a 16-bit copy of each weight whose input wants a\n"
                 "gradient (all but the first layer's); float8 keeps each linear's input and weight in 8 bits.\n");
+    if (at_peak)
+      for (size_t i = 0; i < measured.size(); ++i) std::printf("\n%s\n%s", configs[i].name, measured[i].at_peak.c_str());
   });
 }

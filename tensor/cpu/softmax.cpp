@@ -1,5 +1,8 @@
-// softmax.cpp — numerically stable softmax / log-softmax over the last dim (rows of length C).
-// Subtracting the row max keeps exp() from overflowing; sums accumulate in float32 or wider.
+// softmax.cpp — numerically stable softmax / log-softmax over the last dim (rows of length C),
+// and softmax cross-entropy's gradient. Subtracting the row max keeps exp() from overflowing;
+// sums accumulate in float32 or wider. Compiled with -ffp-contract=off (CMakeLists.txt): the
+// gradient must round each product and sum as the separate ops it replaces do, never fusing a
+// multiply and an add (nothing else here has a product to fuse).
 #include <cmath>
 
 #include "tensor/cpu/loops.h"
@@ -33,6 +36,41 @@ Tensor softmax_lastdim(const Tensor& x_in, bool log) {
         } else {  // each exp once, kept in the row for the division
           for (int64_t j = 0; j < C; ++j) s += row[j] = std::exp(row[j] - mx);
           for (int64_t j = 0; j < C; ++j) o[r * C + j] = T(row[j] / s);
+        }
+      }
+    });
+  });
+  return out;
+}
+
+// One row per item; each element's arithmetic in the order of the ops in autograd/nn_ops.cpp.
+Tensor cross_entropy_backward(const Tensor& logp_in, const Tensor& index_in, const Tensor& kept_in, const Tensor& coef_in,
+                              const Tensor& hit_in, const Tensor& spread_in, const Tensor& scale_in, DType dtype) {
+  const Tensor logp = contiguous_copy(logp_in), index = contiguous_copy(index_in), kept = contiguous_copy(kept_in),
+               coef = contiguous_copy(coef_in), hit = contiguous_copy(hit_in), scale = contiguous_copy(scale_in),
+               spread = spread_in.defined() ? contiguous_copy(spread_in) : spread_in;
+  const int64_t N = logp.size(0), C = logp.size(1);
+  const bool per_sample_scale = scale.numel() == N && N != 1, per_class_spread = spread.defined() && spread.numel() == C && C != 1;
+  Tensor out = empty({N, C}, dtype);
+  dispatch_floating("cross_entropy_backward", dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using W = opmath_t<T>;  // logp's dtype (checked in tensor/kernels.cpp)
+    const W *lp = (const W*)logp.raw_data(), *a = (const W*)coef.raw_data(), *h = (const W*)hit.raw_data(),
+            *sc = (const W*)scale.raw_data(), *sp = spread.defined() ? (const W*)spread.raw_data() : nullptr;
+    const int64_t* target = (const int64_t*)index.raw_data();
+    const bool* keep = (const bool*)kept.raw_data();
+    T* o = (T*)out.raw_data();
+    parallel_for(N, C, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        const W s = sc[per_sample_scale ? n : 0];
+        for (int64_t c = 0; c < C; ++c) {
+          if (!keep[n]) {
+            o[n * C + c] = T(W(0));
+            continue;
+          }
+          W goal = W(c == target[n] ? 1 : 0) * h[n];     // one_hot · hit
+          if (sp) goal = goal + sp[per_class_spread ? c : 0];  // + what smoothing spreads
+          o[n * C + c] = T((std::exp(lp[n * C + c]) * a[n] - goal) * s);
         }
       }
     });

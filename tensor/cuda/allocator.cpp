@@ -14,6 +14,7 @@
 #include "tensor/cuda/runtime.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
+#include "tensor/memory_history.h"
 
 namespace ampgrad::cuda {
 namespace {
@@ -117,6 +118,7 @@ void* allocate(size_t nbytes, int device) {
   MemoryStats& s = cache.stats;
   s.allocated_bytes += int64_t(size);
   s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, s.allocated_bytes);
+  MemoryHistory::allocated(Device::cuda(device), ptr, int64_t(size));
   return ptr;
 }
 
@@ -131,6 +133,7 @@ void deallocate(void* ptr, int device) {
   const size_t size = it->second;
   cache.stats.allocated_bytes -= int64_t(size);
   cache.live_size.erase(it);
+  MemoryHistory::freed(Device::cuda(device), ptr, int64_t(size));
   if (memory_caching_enabled() && size == rounded(size)) {  // a block made uncached is not kept
     cache.free_blocks.emplace(size, ptr);
     return;

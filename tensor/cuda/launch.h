@@ -69,6 +69,12 @@ void launch_index_add(DType dtype, const void* src, const int64_t* index, void* 
 
 // ---- softmax.cu: x and out contiguous (rows, C) ----
 void launch_softmax_rows(DType dtype, const void* x, void* out, int64_t rows, int64_t C, bool log);
+// softmax cross-entropy's gradient (primitives.inc): logp and out contiguous (N, C), index and
+// kept (N), coef and hit (N) in out's math type; scale and spread step 1 per sample and per class,
+// or 0 for one number; spread may be null
+void launch_cross_entropy_backward(DType dtype, const void* logp, const int64_t* index, const bool* kept, const void* coef, const void* hit,
+                                   const void* spread, int64_t spread_step, const void* scale, int64_t scale_step, void* out, int64_t N,
+                                   int64_t C);
 
 // ---- layer_norm.cu: x, y, g, dx contiguous (R, D); weight and bias (D, may be null) and mean and
 // rstd (R) in the math type (float32 for half x) ----
