@@ -117,7 +117,10 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   Shape dims;
   for (int64_t d = 0; d < g.dim(); ++d)
     if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) dims.push_back(d);
-  return sum(g, dims, false).view(shape);  // the op, so a create_graph backward records it
+  // The op, so a create_graph backward records it; a view only where the shape needs one, so
+  // that a leaf adopts the sum as its .grad instead of copying it (a bias's gradient).
+  Tensor summed = sum(g, dims, false);
+  return summed.shape() == shape ? summed : summed.view(shape);
 }
 
 // The first gradient a leaf receives becomes its .grad. A fresh result that nothing else can
@@ -131,6 +134,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 // recorded.)
 static void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
   AMPGRAD_CHECK(g.dtype() == leaf.dtype, "backward: gradient dtype " << dtype_name(g.dtype()) << " does not match the leaf's " << dtype_name(leaf.dtype));
+  AllocationName named("AccumulateGrad");  // PyTorch's name for this step
   const Tensor grad(leaf.grad);
   if (grad.defined() && !is_grad_enabled() && grad.is_contiguous() && !grad.shares_storage(g)) kernels::axpy_(grad, g, 1.0);
   else if (grad.defined()) leaf.grad = (grad + g).impl_ptr();
@@ -140,6 +144,7 @@ static void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
 }
 
 static void sum_into(Tensor& slot, const Tensor& g) {
+  AllocationName named("gradient sum");  // where two paths' gradients meet (a residual connection)
   if (g.defined()) slot = slot.defined() ? slot + g : g;
 }
 
@@ -303,7 +308,11 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
     }
     for (size_t i = 0; i < n->edges.size(); ++i) {
       Edge& e = n->edges[i];
-      Tensor gi = i < gs.size() && gs[i].defined() && e ? sum_to(gs[i], n->input_shapes[i]) : Tensor();
+      Tensor gi;
+      if (i < gs.size() && gs[i].defined() && e) {
+        AllocationName named(n->name, " backward");  // reduced to its input's shape, still the node's gradient
+        gi = sum_to(gs[i], n->input_shapes[i]);
+      }
       if (e && stops(key_of(e))) {
         sum_into((*catches.stop_at)[key_of(e)], gi);
         continue;

@@ -144,7 +144,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
     }
     // A plain backward writes the gradient in one pass, one (N, C) tensor where the ops below
     // hold six at once (the logits are a language model's largest activation); the ops, recorded
-    // under create_graph, give the same bits.
+    // under create_graph, round every step alike (on the CPU a test holds the two to the bit).
     if (!autograd::recording_backward())
       return grads(kernels::cross_entropy_backward(lp, t.index, t.kept, coef, hit, spread, upstream, dtype));
     Tensor goal = one_hot(t.index, lp) * hit;

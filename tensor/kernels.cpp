@@ -43,7 +43,7 @@ static Device common_device(const char* op, std::initializer_list<const Tensor*>
 }
 
 // Runs a primitive on its tensors' device, timed under the kernel's name when a Profile is on
-// (tensor/profile.h). A CUDA call runs with its tensors' GPU current: kernels launch, scratch
+// and its allocations named by it for a MemoryHistory (tensor/profile.h). A CUDA call runs with its tensors' GPU current: kernels launch, scratch
 // memory is taken and a Profile waits where the tensors live (cuda:1 with cuda:0 current would
 // be an illegal address).
 template <class CudaCall, class CpuCall>
@@ -51,11 +51,11 @@ static auto on_device(const char* kernel, Device d, [[maybe_unused]] CudaCall cu
 #ifdef AMPGRAD_WITH_CUDA
   if (d.is_cuda()) {
     cuda::DeviceGuard guard(d.index);
-    KernelScope timed(kernel, d);
+    KernelScope scope(kernel, d);
     return cuda_call();
   }
 #endif
-  KernelScope timed(kernel, d);
+  KernelScope scope(kernel, d);
   return cpu_call();
 }
 // op names the call in error messages, kernel in a Profile (they differ for conv2d's im2col/col2im).
@@ -227,15 +227,22 @@ Tensor cross_entropy_backward(const Tensor& logp, const Tensor& index, const Ten
   AMPGRAD_CHECK(logp.dim() == 2 && (logp.dtype() == kFloat32 || logp.dtype() == kFloat64),
                 op << ": expected (N, C) float32 or float64 log-probabilities, got " << dtype_name(logp.dtype()) << " " << shape_str(logp.shape()));
   const int64_t N = logp.size(0), C = logp.size(1);
-  AMPGRAD_CHECK(index.dtype() == kInt64 && index.shape() == Shape{N} && kept.dtype() == kBool && kept.shape() == Shape{N},
-                op << ": expected int64 and bool targets of shape [" << N << "]");
-  const auto fits = [&](const Tensor& t, std::initializer_list<Shape> shapes) {
-    return t.dtype() == logp.dtype() && std::find(shapes.begin(), shapes.end(), t.shape()) != shapes.end();
+  const auto check = [&](const Tensor& t, const char* name, DType dt, std::initializer_list<Shape> shapes) {
+    if (t.dtype() == dt && std::find(shapes.begin(), shapes.end(), t.shape()) != shapes.end()) return;
+    std::string expected;
+    for (const Shape& s : shapes) expected += (expected.empty() ? "" : " or ") + shape_str(s);
+    AMPGRAD_CHECK(false, op << ": " << name << " must be " << expected << " " << dtype_name(dt) << ", got " << shape_str(t.shape()) << " "
+                            << dtype_name(t.dtype()));
   };
-  AMPGRAD_CHECK(fits(coef, {{N, 1}}) && fits(hit, {{N, 1}}) && fits(scale, {{N, 1}, {1, 1}}) && (!spread.defined() || fits(spread, {{1, C}, {1, 1}, {}})),
-                op << ": coefficients of the wrong shape or dtype for " << shape_str(logp.shape()) << " " << dtype_name(logp.dtype()));
+  check(index, "index", kInt64, {{N}});
+  check(kept, "kept", kBool, {{N}});
+  check(coef, "coef", logp.dtype(), {{N, 1}});
+  check(hit, "hit", logp.dtype(), {{N, 1}});
+  check(scale, "scale", logp.dtype(), {{N, 1}, {1, 1}});
+  if (spread.defined()) check(spread, "spread", logp.dtype(), {{1, C}, {1, 1}, {}});
   AMPGRAD_CHECK(is_floating_point(dtype) && !is_float8(dtype) && logp.dtype() == (dtype == kFloat64 ? kFloat64 : kFloat32),
-                op << ": a " << dtype_name(dtype) << " gradient is not computed in " << dtype_name(logp.dtype()));
+                op << ": cannot write the gradient as " << dtype_name(dtype) << " from " << dtype_name(logp.dtype())
+                   << " log-probabilities (float64 comes from float64; float32, float16 and bfloat16 from float32)");
   return DISPATCH(op, cross_entropy_backward(logp, index, kept, coef, hit, spread, scale, dtype), &logp, &index, &kept, &coef, &hit, &spread, &scale);
 }
 
@@ -301,12 +308,12 @@ void copy_(const Tensor& dst, const Tensor& src) {
   if (dst.device().is_cuda() || src.device().is_cuda()) {
     const Device gpu = dst.device().is_cuda() ? dst.device() : src.device();
     cuda::DeviceGuard guard(gpu.index);
-    KernelScope timed("copy_", gpu);
+    KernelScope scope("copy_", gpu);
     return cuda::copy_(dst, src);
   }
 #endif
   common_device("copy_", {&dst, &src}, /*float8_ok=*/true);
-  KernelScope timed("copy_", dst.device());
+  KernelScope scope("copy_", dst.device());
   cpu::copy_(dst, src);
 }
 

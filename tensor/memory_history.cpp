@@ -1,6 +1,6 @@
 // memory_history.cpp — the event log behind a MemoryHistory, and the thread-local name its
-// events are stamped with. The log is replayed to answer questions, so recording costs one
-// append per block and nothing is decided until asked.
+// events are stamped with. Questions replay the log, so recording costs one append per block
+// and nothing is decided until asked.
 #include "tensor/memory_history.h"
 
 #include <algorithm>
@@ -10,7 +10,6 @@
 #include <mutex>
 #include <ostream>
 #include <sstream>
-#include <unordered_map>
 
 #include "tensor/error.h"
 #include "tensor/tensor.h"
@@ -24,6 +23,7 @@ std::mutex& history_mutex() {
   static std::mutex* mu = new std::mutex;  // never destroyed: static tensors free into it at exit
   return *mu;
 }
+std::atomic<int64_t> lost_events{0};  // events a history could not keep (out of memory)
 
 struct Name {
   const char* name = nullptr;  // null: nothing names this thread's allocations now
@@ -37,6 +37,7 @@ double mib(int64_t bytes) { return double(bytes) / (1 << 20); }
 
 MemoryHistory::MemoryHistory(Device device) : device_(device), start_(std::chrono::steady_clock::now()) {
   std::lock_guard lock(history_mutex());
+  lost_at_start_ = lost_events.load();
   MemoryHistory* none = nullptr;
   AMPGRAD_CHECK(recording.compare_exchange_strong(none, this), "MemoryHistory: another one is recording (one at a time)");
 }
@@ -46,70 +47,95 @@ MemoryHistory::~MemoryHistory() {
   recording = nullptr;
 }
 
-void MemoryHistory::add(Kind kind, const void* block, int64_t bytes, const char* name, const char* suffix, bool weak) {
+void MemoryHistory::add(const void* block, int64_t bytes, const char* name, const char* suffix, bool weak) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-  events_.push_back({kind, block, bytes, name, suffix, weak, ms});
-  if (kind == Kind::named) return;
-  now_ += kind == Kind::allocated ? bytes : -bytes;
+  events_.push_back({block, bytes, name, suffix, weak, ms});
+  if (bytes > 0) allocated_at_[block] = events_.size() - 1;
+  else allocated_at_.erase(block);
+  now_ += bytes;
   if (now_ > peak_) {
     peak_ = now_;
     peak_event_ = events_.size();
   }
 }
 
-void MemoryHistory::allocated(Device device, const void* block, int64_t bytes) {
+void MemoryHistory::allocated(Device device, const void* block, int64_t bytes) noexcept {
   if (!recording.load(std::memory_order_relaxed)) return;
-  std::lock_guard lock(history_mutex());
-  MemoryHistory* h = recording.load();
-  if (!h || h->device_ != device) return;
-  const Name n = current.name ? current : Name{"(outside kernels)", "", true};
-  h->add(Kind::allocated, block, bytes, n.name, n.suffix, n.weak);
+  try {
+    std::lock_guard lock(history_mutex());
+    MemoryHistory* h = recording.load();
+    if (!h || h->device_ != device) return;
+    const Name n = current.name ? current : Name{"(outside kernels)", "", true};
+    h->add(block, bytes, n.name, n.suffix, n.weak);
+  } catch (...) {
+    ++lost_events;
+  }
 }
 
-void MemoryHistory::freed(Device device, const void* block, int64_t bytes) {
+void MemoryHistory::freed(Device device, const void* block, int64_t bytes) noexcept {
   if (!recording.load(std::memory_order_relaxed)) return;
-  std::lock_guard lock(history_mutex());
-  MemoryHistory* h = recording.load();
-  if (h && h->device_ == device) h->add(Kind::freed, block, bytes, nullptr, nullptr, false);
+  try {
+    std::lock_guard lock(history_mutex());
+    MemoryHistory* h = recording.load();
+    if (h && h->device_ == device) h->add(block, -bytes, nullptr, nullptr, false);
+  } catch (...) {
+    ++lost_events;
+  }
 }
 
-void name_output(const Tensor& out, const char* op) {
+// The name is written into the block's allocation event, so every question, the peak's
+// included, sees the block as the op's.
+void name_output(const Tensor& out, const char* op) noexcept {
   // A view's block is its base's, named already (a view of a weight is not the weight's maker).
   if (!recording.load(std::memory_order_relaxed) || current.name || !out.defined() || out.impl().is_view) return;
   const Storage& s = *out.impl().storage;
-  std::lock_guard lock(history_mutex());
-  MemoryHistory* h = recording.load();
-  if (h && h->device_ == s.device && s.data) h->add(MemoryHistory::Kind::named, s.data, 0, op, "", false);
+  try {
+    std::lock_guard lock(history_mutex());
+    MemoryHistory* h = recording.load();
+    if (!h || h->device_ != s.device) return;
+    auto it = h->allocated_at_.find(s.data);
+    if (it == h->allocated_at_.end()) return;
+    MemoryHistory::Event& e = h->events_[it->second];
+    if (e.weak) e = {e.block, e.bytes, op, "", false, e.ms};  // the first op to record it
+  } catch (...) {
+    ++lost_events;
+  }
 }
 
 // The blocks made while recording and alive after some events, by address.
 struct MemoryHistory::Replay {
-  struct Block {
-    int64_t bytes;
-    const char *name, *suffix;
-    bool weak;
-  };
-  std::unordered_map<const void*, Block> live;
-  int64_t freed_before = 0;  // bytes of blocks made before recording and freed since
+  std::unordered_map<const void*, const Event*> live;  // their allocation events
+  int64_t freed_before = 0;                             // bytes of blocks made before recording and freed since
 };
 
 MemoryHistory::Replay MemoryHistory::replay(size_t events) const {
   Replay r;
   for (size_t i = 0; i < events; ++i) {
     const Event& e = events_[i];
-    auto it = r.live.find(e.block);
-    switch (e.kind) {
-      case Kind::allocated: r.live[e.block] = {e.bytes, e.name, e.suffix, e.weak}; break;
-      case Kind::freed:
-        if (it == r.live.end()) r.freed_before += e.bytes;
-        else r.live.erase(it);
-        break;
-      case Kind::named:  // the first op to record a primitive's block names it
-        if (it != r.live.end() && it->second.weak) it->second = {it->second.bytes, e.name, e.suffix, false};
-        break;
+    if (e.bytes > 0) {
+      r.live[e.block] = &e;
+    } else if (auto it = r.live.find(e.block); it != r.live.end()) {
+      r.live.erase(it);
+    } else {
+      r.freed_before -= e.bytes;
     }
   }
   return r;
+}
+
+std::vector<MemoryGroup> MemoryHistory::grouped(const Replay& r) {
+  std::map<std::string, MemoryGroup> by_maker;
+  for (const auto& [block, e] : r.live) {
+    const std::string made_by = std::string(e->name) + e->suffix;
+    MemoryGroup& g = by_maker[made_by];
+    g.made_by = made_by;
+    ++g.blocks;
+    g.bytes += e->bytes;
+  }
+  std::vector<MemoryGroup> out;
+  for (auto& [made_by, g] : by_maker) out.push_back(std::move(g));
+  std::stable_sort(out.begin(), out.end(), [](const MemoryGroup& a, const MemoryGroup& b) { return a.bytes > b.bytes; });
+  return out;
 }
 
 int64_t MemoryHistory::peak_bytes() const {
@@ -120,21 +146,6 @@ int64_t MemoryHistory::peak_bytes() const {
 int64_t MemoryHistory::freed_before_peak() const {
   std::lock_guard lock(history_mutex());
   return replay(peak_event_).freed_before;
-}
-
-std::vector<MemoryGroup> MemoryHistory::grouped(const Replay& r) {
-  std::map<std::string, MemoryGroup> by_maker;
-  for (const auto& [block, b] : r.live) {
-    const std::string made_by = std::string(b.name) + b.suffix;
-    MemoryGroup& g = by_maker[made_by];
-    g.made_by = made_by;
-    ++g.blocks;
-    g.bytes += b.bytes;
-  }
-  std::vector<MemoryGroup> out;
-  for (auto& [made_by, g] : by_maker) out.push_back(std::move(g));
-  std::stable_sort(out.begin(), out.end(), [](const MemoryGroup& a, const MemoryGroup& b) { return a.bytes > b.bytes; });
-  return out;
 }
 
 std::vector<MemoryGroup> MemoryHistory::live_at_peak() const {
@@ -151,31 +162,25 @@ std::vector<MemoryPoint> MemoryHistory::timeline() const {
   std::lock_guard lock(history_mutex());
   std::vector<MemoryPoint> out;
   int64_t now = 0;
-  for (const Event& e : events_) {
-    if (e.kind == Kind::named) continue;
-    now += e.kind == Kind::allocated ? e.bytes : -e.bytes;
-    out.push_back({e.ms, now});
-  }
+  for (const Event& e : events_) out.push_back({e.ms, now += e.bytes});
   return out;
 }
 
 void MemoryHistory::print(std::ostream& out, size_t rows) const {
-  const std::vector<MemoryGroup> groups = live_at_peak();
-  const int64_t freed_before = freed_before_peak();
   std::ostringstream os;  // its formatting, not the caller's stream's
   os << std::fixed << std::setprecision(2);
-  {
-    std::lock_guard lock(history_mutex());
-    os << "memory on " << device_.str() << ": peak " << mib(peak_) << " MiB above the start";
-    if (peak_event_ > 0) {
-      const Event& e = events_[peak_event_ - 1];
-      os << ", " << std::setprecision(1) << e.ms << " ms in, reached by a block of " << std::setprecision(2) << mib(e.bytes)
-         << " MiB from " << e.name << e.suffix;
-    }
-    os << "\n";
+  std::lock_guard lock(history_mutex());  // one snapshot: the header and the table agree
+  const Replay at_peak = replay(peak_event_);
+  const std::vector<MemoryGroup> groups = grouped(at_peak);
+  os << "memory on " << device_.str() << ": peak " << mib(peak_) << " MiB above the start";
+  if (peak_event_ > 0) {
+    const Event& e = events_[peak_event_ - 1];  // an allocation: only they raise the peak
+    os << ", " << std::setprecision(1) << e.ms << " ms in, reached by a block of " << std::setprecision(2) << mib(e.bytes) << " MiB from "
+       << e.name << e.suffix;
   }
-  os << "alive then, by what made them:\n" << std::left << std::setw(32) << "  made by" << std::right << std::setw(8) << "blocks"
-     << std::setw(12) << "MiB" << "\n";
+  os << "\n"
+     << "alive then, by what made them:\n"
+     << std::left << std::setw(32) << "  made by" << std::right << std::setw(8) << "blocks" << std::setw(12) << "MiB" << "\n";
   const auto line = [&](const std::string& what, int64_t blocks, int64_t bytes) {
     os << "  " << std::left << std::setw(30) << what << std::right << std::setw(8) << blocks << std::setw(12) << mib(bytes) << "\n";
   };
@@ -189,7 +194,10 @@ void MemoryHistory::print(std::ostream& out, size_t rows) const {
     }
   }
   if (rest.blocks) line(rest.made_by, rest.blocks, rest.bytes);
-  if (freed_before) os << "  minus " << mib(freed_before) << " MiB of blocks made before the history began and freed by the peak\n";
+  if (at_peak.freed_before)
+    os << "  minus " << mib(at_peak.freed_before) << " MiB of blocks made before the history began and freed by the peak\n";
+  if (const int64_t lost = lost_events.load() - lost_at_start_)
+    os << "  (" << lost << " allocator events could not be recorded, out of memory: the figures miss them)\n";
   out << os.str();
 }
 

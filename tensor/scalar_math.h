@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "tensor/host_device.h"
 
@@ -15,6 +16,35 @@ using std::exp;  // so float stays float: the std overloads, not C's double vers
 
 template <class A> AMPGRAD_HD inline A sigmoid(A x) { return A(1) / (A(1) + exp(-x)); }
 template <class A> AMPGRAD_HD inline A relu(A x) { return x > A(0) ? x : A(0); }
+
+// ---- softmax cross-entropy's gradient at one element (tensor/primitives.inc): each product and
+// sum rounded on its own, as the separate ops of its composite form round (autograd/nn_ops.cpp).
+// On a GPU the _rn intrinsics keep nvcc from fusing a multiply into an add; on the CPU the
+// caller is compiled with -ffp-contract=off (tensor/cpu/softmax.cpp).
+template <class A> AMPGRAD_HD inline A mul_rn(A a, A b) {
+#ifdef __CUDA_ARCH__
+  if constexpr (std::is_same_v<A, float>) return __fmul_rn(a, b);
+  else return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+template <class A> AMPGRAD_HD inline A add_rn(A a, A b) {
+#ifdef __CUDA_ARCH__
+  if constexpr (std::is_same_v<A, float>) return __fadd_rn(a, b);
+  else return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+template <class A> AMPGRAD_HD inline A sub_rn(A a, A b) { return add_rn(a, -b); }
+
+// (exp(logp)·coef − (onehot·hit + spread))·scale, spread null without label smoothing
+template <class A> AMPGRAD_HD inline A cross_entropy_grad(A logp, bool is_target, A coef, A hit, const A* spread, A scale) {
+  A goal = mul_rn(A(is_target ? 1 : 0), hit);
+  if (spread) goal = add_rn(goal, *spread);
+  return mul_rn(sub_rn(mul_rn(exp(logp), coef), goal), scale);
+}
 
 // ---- exp and the normal CDF for float, written to vectorise: no library calls and no branch
 // a select cannot replace, so the CPU's loops run them 8 at a time (AVX2). A contiguous run, a

@@ -104,16 +104,33 @@ TEST_CASE("MemoryHistory names a block by the op it became, else by its primitiv
   CHECK(tuples(history.live_now()) == Groups{{"exp", 1, 256 * KiB}, {"my_op", 1, 256 * KiB}, {"scoped", 1, 4 * KiB}});
 }
 
+static int64_t bytes_of(const std::vector<MemoryGroup>& groups, const std::string& made_by) {
+  for (const MemoryGroup& g : groups)
+    if (g.made_by == made_by) return g.bytes;
+  return 0;
+}
+
 DEVICE_TEST_CASE("MemoryHistory names forward blocks by their op, backward ones by the node, autocast's by the cast") {
   const int64_t scalar = dev.is_cuda() ? 512 : 64;  // a one-element block, as each allocator rounds it
   manual_seed(1);
-  Tensor w = randn({64 * KiB}).to(dev).requires_grad_(), x = randn({64 * KiB}).to(dev);
+  Tensor w = randn({256, 256}).to(dev).requires_grad_(), x = randn({256, 256}).to(dev), b = randn({256}).to(dev).requires_grad_();
   {
     MemoryHistory history(dev);
-    Tensor p = w * x;       // 256 KiB, kept here
-    Tensor loss = p.sum();  // one element
-    loss.backward();        // w.grad = dL/dp · x: made in mul's backward
-    CHECK(tuples(history.live_now()) == Groups{{"mul", 1, 256 * KiB}, {"mul backward", 1, 256 * KiB}, {"sum", 1, scalar}});
+    Tensor p = w * x;           // 256 KiB, kept here
+    Tensor loss = (p + b).sum();  // p + b is freed at once; the loss is one element
+    // The peak is the forward's last block, named by its op though the op renamed it after the
+    // peak: sum's output, made beside p and p + b.
+    CHECK(tuples(history.live_at_peak()) == Groups{{"add", 1, 256 * KiB}, {"mul", 1, 256 * KiB}, {"sum", 1, scalar}});
+    loss.backward();  // w.grad = dL/dp · x, from mul's backward; b.grad, add's gradient summed over the rows
+    CHECK(tuples(history.live_now()) == Groups{{"mul", 1, 256 * KiB}, {"mul backward", 1, 256 * KiB}, {"add backward", 1, 1 * KiB}, {"sum", 1, scalar}});
+  }
+  {
+    // Where two paths' gradients meet, the engine sums them: "gradient sum", at this backward's peak.
+    MemoryHistory history(dev);
+    Tensor h = w * x;
+    Tensor loss = (h * x).sum() + (h * 2.0).sum();
+    loss.backward();
+    CHECK(bytes_of(history.live_at_peak(), "gradient sum") == 256 * KiB);
   }
   // Under bf16 autocast a Linear(256, 256) on a (64, 256) batch holds its weight and bias cast once
   // for the region (the cache), the input cast for this call, and its 16-bit output.

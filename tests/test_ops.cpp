@@ -322,6 +322,7 @@ TEST_CASE("cross_entropy: the one-pass backward gives the bits of its recorded f
             Tensor xg = x.detach().requires_grad_();
             Tensor loss = cross_entropy(xg, target, o);
             loss.backward(red == R::None ? upstream.to(dt) : Tensor(), std::nullopt, create_graph);
+            REQUIRE(xg.grad().requires_grad() == create_graph);  // the recorded ops ran, or the kernel
             const std::vector<double> g = to_vector<double>(xg.grad().detach());
             xg.set_grad(Tensor());  // a recorded .grad refers back to xg: break the cycle
             return g;

@@ -328,10 +328,12 @@ DEVICE_TEST_CASE("argument checks of the shape-bound primitives hold on every ba
   };
   CHECK(ce(lp, t, c, Tensor(), kFloat16) == "");
   CHECK(ce(i.to(kFloat16), t, c, Tensor(), kFloat16) == "cross_entropy_backward: expected (N, C) float32 or float64 log-probabilities, got float16 [2, 1]");
-  CHECK(ce(lp, zeros({3}, kInt64).to(dev), c, Tensor(), kFloat32) == "cross_entropy_backward: expected int64 and bool targets of shape [2]");
-  CHECK(ce(lp, t, ones({2}).to(dev), Tensor(), kFloat32) == "cross_entropy_backward: coefficients of the wrong shape or dtype for [2, 3] float32");
-  CHECK(ce(lp, t, c, ones({1, 2}).to(dev), kFloat32) == "cross_entropy_backward: coefficients of the wrong shape or dtype for [2, 3] float32");
-  CHECK(ce(lp, t, c, Tensor(), kFloat64) == "cross_entropy_backward: a float64 gradient is not computed in float32");
+  CHECK(ce(lp, zeros({3}, kInt64).to(dev), c, Tensor(), kFloat32) == "cross_entropy_backward: index must be [2] int64, got [3] int64");
+  CHECK(ce(lp, t, ones({2}).to(dev), Tensor(), kFloat32) == "cross_entropy_backward: coef must be [2, 1] float32, got [2] float32");
+  CHECK(ce(lp, t, c, ones({1, 2}).to(dev), kFloat32) == "cross_entropy_backward: spread must be [1, 3] or [1, 1] or [] float32, got [1, 2] float32");
+  CHECK(ce(lp, t, c, Tensor(), kFloat64) ==
+        "cross_entropy_backward: cannot write the gradient as float64 from float32 log-probabilities (float64 comes from float64; float32, "
+        "float16 and bfloat16 from float32)");
 }
 
 DEVICE_TEST_CASE("elementwise primitives take floating dtypes, int64 the sign-safe ops, bool only comparisons") {
@@ -496,29 +498,41 @@ TEST_CASE("CPU 16-bit elementwise ops go a tile at a time: element-by-element fl
   for (DType t : {kFloat16, kBFloat16}) {
     CAPTURE(dtype_name(t));
     Tensor a = randn({M, N}).to(t), b = randn({M, N}).to(t);
-    Tensor a_strided = a.t().contiguous().t();
-    REQUIRE_FALSE(a_strided.is_contiguous());
     using kernels::Binary, kernels::Unary;
-    for (Unary op : {Unary::exp, Unary::tanh, Unary::sigmoid, Unary::relu, Unary::gelu}) {
-      CAPTURE(kernels::unary_name(op));
-      CHECK(values(kernels::unary(op, a)) == values(kernels::unary(op, a_strided)));
-    }
-    for (Binary op : {Binary::add, Binary::mul, Binary::div, Binary::lt, Binary::relu_backward, Binary::gelu_backward}) {
-      CAPTURE(kernels::binary_name(op));
-      CHECK(values(kernels::binary(op, a, b)) == values(kernels::binary(op, a_strided, b)));
+    for (auto [rows, cols] : {std::pair{M, N}, std::pair<int64_t, int64_t>{2, 100}}) {  // many tiles, and less than one
+      CAPTURE(rows);
+      const Tensor p = a.narrow(0, 0, rows).narrow(1, 0, cols).contiguous(), q = b.narrow(0, 0, rows).narrow(1, 0, cols).contiguous(),
+                   p_strided = p.t().contiguous().t();
+      REQUIRE_FALSE(p_strided.is_contiguous());
+      for (Unary op : {Unary::exp, Unary::tanh, Unary::sigmoid, Unary::relu, Unary::gelu}) {
+        CAPTURE(kernels::unary_name(op));
+        CHECK(values(kernels::unary(op, p)) == values(kernels::unary(op, p_strided)));
+      }
+      for (Binary op : {Binary::add, Binary::mul, Binary::div, Binary::lt, Binary::relu_backward, Binary::gelu_backward}) {
+        CAPTURE(kernels::binary_name(op));
+        CHECK(values(kernels::binary(op, p, q)) == values(kernels::binary(op, p_strided, q)));
+      }
     }
     // The peak rises by the output alone (M·N 16-bit values, rounded to 64 bytes), where widening
     // whole tensors held three float32 copies, 6× that, beside it.
     const int64_t out_bytes = (M * N * 2 + 63) / 64 * 64;
     CHECK(peak_rise([&] { return kernels::binary(Binary::gelu_backward, a, b); }) == out_bytes);
     CHECK(peak_rise([&] { return kernels::unary(Unary::gelu, a); }) == out_bytes);
-    Tensor y = a.clone();
-    CHECK(peak_rise([&] {
-            kernels::axpy_(y, b.narrow(0, 0, 1), 1.0);  // a (1, N) bias over every row, in place
-            return Tensor();
-          }) == 0);
-    std::vector<float> av = values(a), bv = values(b), yv = values(y);
-    for (int64_t k = 0; k < M * N; ++k) REQUIRE(yv[k] == to_vector<float>(scalar_tensor(av[k] + bv[k % N]).to(t))[0]);
+    // The bias add in place, y += α·x: x a row shorter than a tile, one longer, one number, or y's
+    // own shape; the float32 op rounded once, and no allocation.
+    for (int64_t W : {10, 300, 700})
+      for (const Shape& x_shape : {Shape{W}, Shape{1, W}, Shape{}, Shape{11, W}}) {
+        CAPTURE(W);
+        CAPTURE(shape_str(x_shape));
+        Tensor y = randn({11, W}).to(t), x = randn(x_shape).to(t);
+        Tensor expected = y.to(kFloat32);
+        kernels::axpy_(expected, x.to(kFloat32), 0.3);
+        CHECK(peak_rise([&] {
+                kernels::axpy_(y, x, 0.3);
+                return Tensor();
+              }) == 0);
+        CHECK(values(y) == values(expected.to(t)));
+      }
   }
 }
 

@@ -2,8 +2,10 @@
 // backward of a deep MLP (blocks of Linear + ReLU) in each configuration: float32, 16-bit
 // autocast, FP8 linears, and activation checkpointing. For each it prints what the forward leaves held for
 // backward (the saved activations), the step's peak, both above what lived before the step
-// (the weights), and the step's median time.
+// (the weights), and the step's median time; with --at-peak, what was alive at each peak and
+// what made it, and with --timeline, memory over the last step of each (scripts/plot-memory.sh).
 //   build/examples/memory [--width 512] [--blocks 16] [--batch 2048] [--segments 4] [--steps 3]
+//                         [--at-peak] [--timeline runs/memory-timeline.dat]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "amp/autocast.h"
+#include "data/atomic_file.h"
 #include "nn/nn.h"
 #include "tensor/memory_history.h"
 #include "tensor/memory_stats.h"
@@ -28,7 +31,8 @@ struct Config {
 
 struct Measured {
   double held_mib, peak_mib, ms;
-  std::string at_peak;  // the last step's MemoryHistory, printed
+  std::string at_peak;                // the last step's MemoryHistory, printed
+  std::vector<MemoryPoint> timeline;  // and its allocated memory after each event
 };
 
 static double mib(int64_t bytes) { return double(bytes) / (1 << 20); }
@@ -63,6 +67,7 @@ static Measured measure(nn::Sequential& net, const Tensor& x, const Tensor& y, c
       std::ostringstream os;
       history->print(os);
       m.at_peak = os.str();
+      m.timeline = history->timeline();
     }
   }
   std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
@@ -74,7 +79,7 @@ int main(int argc, char** argv) {
   int64_t width = 512, blocks = 16, batch = 2048, segments = 4;
   int steps = 3;
   bool at_peak = false;
-  std::string device = "cpu";
+  std::string device = "cpu", timeline;
   CLI::App app{"A deep MLP's training step: the memory it holds, in float32, under autocast and checkpointed."};
   app.add_option("--width", width, "features of every hidden layer")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--blocks", blocks, "Linear + ReLU blocks before the 10-way head")->check(CLI::PositiveNumber)->capture_default_str();
@@ -82,6 +87,7 @@ int main(int argc, char** argv) {
   app.add_option("--segments", segments, "checkpoint_sequential's segment count")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--steps", steps, "timed steps per configuration (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_flag("--at-peak", at_peak, "after the table, what was alive at each step's peak and what made it (a MemoryHistory)");
+  app.add_option("--timeline", timeline, "write each configuration's memory over its last step: gnuplot data, a block per configuration");
   app.add_option("--device", device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return report_errors("memory", [&] {
@@ -120,5 +126,16 @@ int main(int argc, char** argv) {
                 "gradient (all but the first layer's); float8 keeps each linear's input and weight in 8 bits.\n");
     if (at_peak)
       for (size_t i = 0; i < measured.size(); ++i) std::printf("\n%s\n%s", configs[i].name, measured[i].at_peak.c_str());
+    if (!timeline.empty()) {  // a block per configuration, its title on its first line
+      std::ostringstream os;
+      for (size_t i = 0; i < measured.size(); ++i) {
+        os << (i ? "\n\n" : "") << '"' << configs[i].name << "\"\n";
+        for (const MemoryPoint& p : measured[i].timeline) os << p.ms << " " << mib(p.bytes) << "\n";
+      }
+      data::AtomicFile file(timeline);
+      file.write(os.str().data(), os.str().size());
+      file.commit();
+      std::printf("\nmemory over each last step written to %s (scripts/plot-memory.sh draws it)\n", timeline.c_str());
+    }
   });
 }

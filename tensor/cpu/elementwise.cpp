@@ -76,18 +76,34 @@ using namespace ampgrad::kernels;
 // narrowed once. Bit-identical to converting element by element (the math is float32 either
 // way), several times faster than scalar conversions, and with no float32 copy of a whole
 // tensor. Operand k's element for output e is in[k][e % period[k]]: the output's size for an
-// operand of its shape, a row's for one repeated over rows (a bias).
+// operand of its shape, a row's for one repeated over rows (a bias). A row shorter than a tile
+// is widened once per thread, repeated to a tile and a row, and each tile reads it from its
+// offset; a longer one is widened with the tile, and a tile ends where a row does.
 constexpr int64_t kTile = 512;  // 2 KiB of float32 per operand: the tiles stay in L1
 
 template <class Out, class T, size_t K, class F>
 static void widened_tiles(Out* out, std::array<const T*, K> in, std::array<int64_t, K> period, int64_t n, F f) {
   parallel_for(n, 1, [&](int64_t begin, int64_t end) {
-    float x[K][kTile];
+    float tile[K][kTile], repeated[K][2 * kTile];
+    for (size_t k = 0; k < K; ++k)
+      if (period[k] < kTile) {
+        convert_contiguous(repeated[k], in[k], period[k]);
+        for (int64_t j = period[k]; j < kTile + period[k]; ++j) repeated[k][j] = repeated[k][j - period[k]];
+      }
     std::conditional_t<std::is_same_v<Out, bool>, bool, float> r[kTile];
     for (int64_t i = begin; i < end;) {
       int64_t m = std::min(kTile, end - i);
-      for (size_t k = 0; k < K; ++k) m = std::min(m, period[k] - i % period[k]);  // a tile ends where a row does
-      for (size_t k = 0; k < K; ++k) convert_contiguous(x[k], in[k] + i % period[k], m);
+      for (size_t k = 0; k < K; ++k)
+        if (period[k] >= kTile) m = std::min(m, period[k] - i % period[k]);
+      const float* x[K];
+      for (size_t k = 0; k < K; ++k) {
+        if (period[k] < kTile) {
+          x[k] = repeated[k] + i % period[k];
+        } else {
+          convert_contiguous(tile[k], in[k] + i % period[k], m);
+          x[k] = tile[k];
+        }
+      }
       for (int64_t j = 0; j < m; ++j) {
         if constexpr (K == 1) r[j] = f(x[0][j]);
         else r[j] = f(x[0][j], x[1][j]);
@@ -236,6 +252,11 @@ void axpy_(const Tensor& y, const Tensor& x, double alpha) {  // arguments check
     if constexpr (!std::is_same_v<T, bool>) {
       const Axpy<A> f{A(alpha)};
       if constexpr (has_convert_contiguous<float, T>) {
+        // One number: held outside the loop, as the float32 loop holds it (so GCC hoists α·x and
+        // adds it, where a loaded x fuses into a multiply-add), for the float32 op's bits.
+        if (y.is_contiguous() && x.numel() == 1)
+          return widened_tiles((T*)y.raw_data(), std::array{(const T*)y.raw_data()}, {y.numel()}, y.numel(),
+                               [f, b = float(*(const T*)x.raw_data())](float a) { return f(a, b); });
         if (y.is_contiguous() && repeats_over_rows(x, y))  // a linear's 16-bit bias add
           return widened_tiles((T*)y.raw_data(), std::array{(const T*)y.raw_data(), (const T*)x.raw_data()}, {y.numel(), x.numel()},
                                y.numel(), f);

@@ -8,6 +8,7 @@
 #include "tensor/cpu/loops.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/kernels.h"
+#include "tensor/scalar_math.h"
 
 namespace ampgrad::cpu {
 using namespace ampgrad::kernels;
@@ -43,7 +44,7 @@ Tensor softmax_lastdim(const Tensor& x_in, bool log) {
   return out;
 }
 
-// One row per item; each element's arithmetic in the order of the ops in autograd/nn_ops.cpp.
+// One row per item; each element is scalar_math.h's cross_entropy_grad.
 Tensor cross_entropy_backward(const Tensor& logp_in, const Tensor& index_in, const Tensor& kept_in, const Tensor& coef_in,
                               const Tensor& hit_in, const Tensor& spread_in, const Tensor& scale_in, DType dtype) {
   const Tensor logp = contiguous_copy(logp_in), index = contiguous_copy(index_in), kept = contiguous_copy(kept_in),
@@ -63,15 +64,9 @@ Tensor cross_entropy_backward(const Tensor& logp_in, const Tensor& index_in, con
     parallel_for(N, C, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n) {
         const W s = sc[per_sample_scale ? n : 0];
-        for (int64_t c = 0; c < C; ++c) {
-          if (!keep[n]) {
-            o[n * C + c] = T(W(0));
-            continue;
-          }
-          W goal = W(c == target[n] ? 1 : 0) * h[n];     // one_hot · hit
-          if (sp) goal = goal + sp[per_class_spread ? c : 0];  // + what smoothing spreads
-          o[n * C + c] = T((std::exp(lp[n * C + c]) * a[n] - goal) * s);
-        }
+        for (int64_t c = 0; c < C; ++c)
+          o[n * C + c] = keep[n] ? T(math::cross_entropy_grad(lp[n * C + c], c == target[n], a[n], h[n], sp ? sp + (per_class_spread ? c : 0) : nullptr, s))
+                                 : T(W(0));
       }
     });
   });

@@ -1,11 +1,12 @@
 // softmax.cu — numerically stable softmax / log-softmax over the last dim: one block per row
 // of length C (a single warp for short rows). The row max is subtracted before exp(), and sums
 // run in the math type (float32 for half and float32 rows, as on the CPU). Then softmax
-// cross-entropy's gradient, a thread per element (nvcc may fuse its multiply-adds, so its last
-// bits may differ from the CPU's).
+// cross-entropy's gradient, scalar_math.h's cross_entropy_grad per element (its roundings
+// pinned, so it should give the CPU's bits but where CUDA's exp differs from the C library's).
 #include <cmath>
 
 #include "tensor/cuda/loops.cuh"
+#include "tensor/scalar_math.h"
 
 namespace ampgrad::cuda {
 
@@ -46,21 +47,20 @@ void launch_softmax_rows(DType dtype, const void* x, void* out, int64_t rows, in
   });
 }
 
+// A block per row, as softmax's: the row's target, coefficients and scale read once.
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kMaxRowThreads)
     cross_entropy_backward_kernel(const opmath_t<T>* logp, const int64_t* index, const bool* kept, const opmath_t<T>* coef,
                                   const opmath_t<T>* hit, const opmath_t<T>* spread, int64_t spread_step, const opmath_t<T>* scale,
                                   int64_t scale_step, T* out, int64_t N, int64_t C) {
   using W = opmath_t<T>;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N * C; i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t n = i / C, c = i % C;
-    if (!kept[n]) {
-      out[i] = cast<T>(W(0));
-      continue;
-    }
-    W goal = W(c == index[n] ? 1 : 0) * hit[n];      // one_hot · hit
-    if (spread) goal = goal + spread[c * spread_step];  // + what smoothing spreads
-    out[i] = cast<T>((std::exp(logp[i]) * coef[n] - goal) * scale[n * scale_step]);
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const bool keep = kept[n];
+    const int64_t target = index[n];
+    const W a = coef[n], h = hit[n], s = scale[n * scale_step];
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      out[n * C + c] = keep ? cast<T>(math::cross_entropy_grad(logp[n * C + c], c == target, a, h, spread ? spread + c * spread_step : nullptr, s))
+                            : cast<T>(W(0));
   }
 }
 
@@ -71,7 +71,7 @@ void launch_cross_entropy_backward(DType dtype, const void* logp, const int64_t*
   dispatch_floating(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using W = opmath_t<T>;
-    cross_entropy_backward_kernel<T><<<grid_for(N * C), kThreads, 0, stream()>>>(
+    cross_entropy_backward_kernel<T><<<grid_for(N, 1), threads_for_row(C), 0, stream()>>>(
         (const W*)logp, index, kept, (const W*)coef, (const W*)hit, (const W*)spread, spread_step, (const W*)scale, scale_step, (T*)out, N, C);
     AMPGRAD_CUDA_CHECK(cudaGetLastError());
   });
