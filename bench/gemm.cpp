@@ -197,6 +197,21 @@ BENCHMARK_CAPTURE(elementwise, cast_f16, 1)->ArgName("threads")->Arg(1)->Arg(2)-
 BENCHMARK_CAPTURE(elementwise, column_sum, 2)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(elementwise, gelu_contiguous, 3)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// ---- a 16-bit mul, (2048, 512) bfloat16: as the CPU runs it, widening a tile at a time on the
+// stack, beside what it did before, widening both operands whole, the float32 mul, narrowing
+// (the same bits; the second holds three float32 copies at once).
+void half_mul(benchmark::State& state, bool whole) {
+  manual_seed(0);
+  Tensor a = randn({2048, 512}).to(kBFloat16), b = randn({2048, 512}).to(kBFloat16);
+  NoGradGuard no_grad;
+  for (auto _ : state) {
+    Tensor y = whole ? (a.to(kFloat32) * b.to(kFloat32)).to(kBFloat16) : a * b;
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+}
+BENCHMARK_CAPTURE(half_mul, tiles, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(half_mul, whole_copies, true)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 // Measures the peak first, while nothing else of ours runs, and prints it in the context block

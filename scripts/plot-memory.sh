@@ -16,5 +16,5 @@ set grid
 set key top right
 set xlabel "ms into the step"; set ylabel "MiB allocated above the step's start"
 set title "Memory over one training step of the memory example's MLP"
-plot for [i in "$blocks"] "$data" index int(i) using 1:2 with lines lw 1.5 title columnheader(1)
+plot for [i in "$blocks"] "$data" index int(i) using 1:2 with steps lw 1.5 title columnheader(1)
 GP

@@ -49,9 +49,14 @@ MemoryHistory::~MemoryHistory() {
 
 void MemoryHistory::add(const void* block, int64_t bytes, const char* name, const char* suffix, bool weak) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-  events_.push_back({block, bytes, name, suffix, weak, ms});
-  if (bytes > 0) allocated_at_[block] = events_.size() - 1;
+  if (bytes > 0) allocated_at_[block] = events_.size();  // may throw: before anything changes
   else allocated_at_.erase(block);
+  try {
+    events_.push_back({block, bytes, name, suffix, weak, ms});
+  } catch (...) {
+    if (bytes > 0) allocated_at_.erase(block);
+    throw;
+  }
   now_ += bytes;
   if (now_ > peak_) {
     peak_ = now_;

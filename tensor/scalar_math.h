@@ -20,7 +20,8 @@ template <class A> AMPGRAD_HD inline A relu(A x) { return x > A(0) ? x : A(0); }
 // ---- softmax cross-entropy's gradient at one element (tensor/primitives.inc): each product and
 // sum rounded on its own, as the separate ops of its composite form round (autograd/nn_ops.cpp).
 // On a GPU the _rn intrinsics keep nvcc from fusing a multiply into an add; on the CPU the
-// caller is compiled with -ffp-contract=off (tensor/cpu/softmax.cpp).
+// caller is compiled with -ffp-contract=off (tensor/cpu/softmax.cpp), and must stay its only
+// CPU caller: one compiled with contraction could leave the linker a fused copy to keep.
 template <class A> AMPGRAD_HD inline A mul_rn(A a, A b) {
 #ifdef __CUDA_ARCH__
   if constexpr (std::is_same_v<A, float>) return __fmul_rn(a, b);

@@ -117,12 +117,12 @@ DEVICE_TEST_CASE("MemoryHistory names forward blocks by their op, backward ones 
   {
     MemoryHistory history(dev);
     Tensor p = w * x;           // 256 KiB, kept here
-    Tensor loss = (p + b).sum();  // p + b is freed at once; the loss is one element
-    // The peak is the forward's last block, named by its op though the op renamed it after the
-    // peak: sum's output, made beside p and p + b.
-    CHECK(tuples(history.live_at_peak()) == Groups{{"add", 1, 256 * KiB}, {"mul", 1, 256 * KiB}, {"sum", 1, scalar}});
+    Tensor loss = (p + b).mean();  // p + b is freed at once; the loss is one element
+    // The peak is the forward's last block, mean's output, made by the sum kernel beside p and
+    // p + b: named by its op, though the op named it after the peak.
+    CHECK(tuples(history.live_at_peak()) == Groups{{"add", 1, 256 * KiB}, {"mul", 1, 256 * KiB}, {"mean", 1, scalar}});
     loss.backward();  // w.grad = dL/dp · x, from mul's backward; b.grad, add's gradient summed over the rows
-    CHECK(tuples(history.live_now()) == Groups{{"mul", 1, 256 * KiB}, {"mul backward", 1, 256 * KiB}, {"add backward", 1, 1 * KiB}, {"sum", 1, scalar}});
+    CHECK(tuples(history.live_now()) == Groups{{"mul", 1, 256 * KiB}, {"mul backward", 1, 256 * KiB}, {"add backward", 1, 1 * KiB}, {"mean", 1, scalar}});
   }
   {
     // Where two paths' gradients meet, the engine sums them: "gradient sum", at this backward's peak.

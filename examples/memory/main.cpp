@@ -132,8 +132,9 @@ int main(int argc, char** argv) {
         os << (i ? "\n\n" : "") << '"' << configs[i].name << "\"\n";
         for (const MemoryPoint& p : measured[i].timeline) os << p.ms << " " << mib(p.bytes) << "\n";
       }
+      const std::string text = os.str();
       data::AtomicFile file(timeline);
-      file.write(os.str().data(), os.str().size());
+      file.write(text.data(), text.size());
       file.commit();
       std::printf("\nmemory over each last step written to %s (scripts/plot-memory.sh draws it)\n", timeline.c_str());
     }

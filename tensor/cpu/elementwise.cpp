@@ -84,9 +84,11 @@ constexpr int64_t kTile = 512;  // 2 KiB of float32 per operand: the tiles stay 
 template <class Out, class T, size_t K, class F>
 static void widened_tiles(Out* out, std::array<const T*, K> in, std::array<int64_t, K> period, int64_t n, F f) {
   parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+    // A short row repeats; an operand as long as the output (y itself, in y += x) goes with the tiles.
+    const auto repeats = [&](size_t k) { return period[k] < kTile && period[k] < n; };
     float tile[K][kTile], repeated[K][2 * kTile];
     for (size_t k = 0; k < K; ++k)
-      if (period[k] < kTile) {
+      if (repeats(k)) {
         convert_contiguous(repeated[k], in[k], period[k]);
         for (int64_t j = period[k]; j < kTile + period[k]; ++j) repeated[k][j] = repeated[k][j - period[k]];
       }
@@ -94,10 +96,10 @@ static void widened_tiles(Out* out, std::array<const T*, K> in, std::array<int64
     for (int64_t i = begin; i < end;) {
       int64_t m = std::min(kTile, end - i);
       for (size_t k = 0; k < K; ++k)
-        if (period[k] >= kTile) m = std::min(m, period[k] - i % period[k]);
+        if (!repeats(k)) m = std::min(m, period[k] - i % period[k]);
       const float* x[K];
       for (size_t k = 0; k < K; ++k) {
-        if (period[k] < kTile) {
+        if (repeats(k)) {
           x[k] = repeated[k] + i % period[k];
         } else {
           convert_contiguous(tile[k], in[k] + i % period[k], m);
