@@ -1,7 +1,8 @@
 // gemm.cpp — speed of the GEMM path and of one MLP training step, on the CPU (Google Benchmark).
 // Holds: this CPU's measured FMA peak, float32 matmul at 256..2048 on 1 and 2 threads as GFLOP/s
-// and as a fraction of that peak, the emulated tensor-core matmul in float16/bfloat16 (widen to
-// float32, float32 GEMM, round once), and one forward+backward of the 784-512-512-10 MLP in
+// and as a fraction of that peak, the emulated tensor-core matmul in float16 (widen to float32,
+// float32 GEMM, round once) and bfloat16 (oneDNN's bfloat16 kernel where built and the CPU has
+// one, else widened as float16), and one forward+backward of the 784-512-512-10 MLP in
 // float32 and under CPU autocast, and three non-GEMM kernels on 1 and 2 threads. Leaves out: correctness (tests/), whole epochs (scripts/bench.sh).
 //
 //   build/bench/gemm --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -105,7 +106,9 @@ BENCHMARK(fma_peak)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(ben
 
 // ---- matmul: (n, n) @ (n, n) ----
 // Arguments: n, threads. The inputs are made in the benchmarked dtype, so a half matmul times
-// the whole emulated tensor-core path: widen both inputs, float32 GEMM, round the result once.
+// the whole tensor-core path: for float16, widen both inputs, float32 GEMM, round the result
+// once; for bfloat16 on oneDNN, its kernel, whose dot-product instruction does two products a
+// lane where an FMA does one, so its of_peak (a fraction of the float32 FMA peak) can pass 1.
 void matmul_n(benchmark::State& state, DType dtype) {
   const int64_t n = state.range(0);
   const int threads = int(state.range(1));

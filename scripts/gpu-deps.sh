@@ -2,7 +2,8 @@
 # gpu-deps.sh — stages the Debian packages ampgrad builds against (Eigen, doctest, CLI11,
 # nlohmann-json, zlib, Google Benchmark) in .gpu-deps/root, unpacked and git-ignored, for a GPU
 # machine that reaches no package registry. Run it here, carry .gpu-deps (and data-cache) to the
-# machine; scripts/gpu-check.sh builds against it when it is there. About 15 MB.
+# machine; scripts/gpu-check.sh builds against it when it is there. About 15 MB. oneDNN (38 MB)
+# is left out: the CPU's bfloat16 GEMMs there widen to float32, and the GPU's run on cuBLAS.
 #
 #   scripts/gpu-deps.sh && du -sh .gpu-deps
 set -euo pipefail

@@ -3,7 +3,7 @@
 # training step each: the forward's climb, the peak at the turn, the backward's descent, and
 # checkpointing's humps (each segment's activations made again in backward, then dropped).
 # BLOCKS picks configurations by their order in DATA (default "0 2 4 5": float32, bf16
-# autocast, and both checkpointed; fp16 draws the bf16 curve again).
+# autocast, and both checkpointed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/plot-support.sh

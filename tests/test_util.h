@@ -1,5 +1,5 @@
 // test_util.h — small helpers several suites share: a temporary directory, whole-file bytes,
-// and the message of the Error a call throws.
+// the message of the Error a call throws, and which kernel a CPU bfloat16 GEMM runs.
 #pragma once
 #include <unistd.h>
 
@@ -11,6 +11,19 @@
 #include <vector>
 
 #include "tensor/error.h"
+#ifdef AMPGRAD_WITH_ONEDNN
+#include "tensor/cpu/onednn/bf16_gemm.h"
+#endif
+
+// The oneDNN kernel a CPU bfloat16 GEMM runs, or "" where it widens to float32 on Eigen
+// (tensor/cpu/matmul.cpp): a build without oneDNN, or a CPU it has only a reference loop for.
+inline std::string onednn_bf16_kernel() {
+#ifdef AMPGRAD_WITH_ONEDNN
+  return ampgrad::cpu::onednn::bf16_gemm_kernel();
+#else
+  return "";
+#endif
+}
 
 // A fresh directory for a test, removed with its contents when the test ends.
 

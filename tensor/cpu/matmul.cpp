@@ -1,9 +1,14 @@
 // matmul.cpp — CPU GEMM on Eigen. float32/float64 go straight to Eigen's GEMM (parallel via
 // OpenMP). float16/bfloat16 emulate a tensor core: inputs are widened to float32 (exact),
 // multiplied with float32 accumulation, and the result is rounded to half once. Eigen's own
-// Eigen::half GEMM is ~200x slower, so it is never used.
+// Eigen::half GEMM is ~200x slower, so it is never used. A bfloat16 GEMM goes to oneDNN first
+// where the build has it (onednn/bf16_gemm.h): the same contract, kept by the CPU's own bfloat16
+// dot-product instructions, with no float32 copies.
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
+#ifdef AMPGRAD_WITH_ONEDNN
+#include "tensor/cpu/onednn/bf16_gemm.h"
+#endif
 
 namespace ampgrad::cpu {
 using namespace ampgrad::kernels;
@@ -65,6 +70,9 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = empty(out_shape, a_in.dtype());
   if (out.numel() == 0) return out;
   if (K == 0) { fill_(out, 0); return out; }
+#ifdef AMPGRAD_WITH_ONEDNN
+  if (a_in.dtype() == kBFloat16 && onednn::bf16_gemm(a_in, b_in, out)) return out;
+#endif
   // Half: widen to float32 once (this is also the copy a strided operand would need).
   const bool widen = is_half(a_in.dtype());
   Tensor a = a_in, b = b_in, out32 = widen ? empty(out_shape, kFloat32) : out;

@@ -1,0 +1,20 @@
+// bf16_gemm.h — bfloat16 GEMMs on oneDNN, the library PyTorch's CPU bfloat16 runs on. Built
+// when CMake finds oneDNN (AMPGRAD_ONEDNN=AUTO|ON|OFF); tensor/cpu/matmul.cpp calls it first for
+// a bfloat16 GEMM and widens the operands to float32 itself when it declines.
+#pragma once
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace ampgrad::cpu::onednn {
+
+// out = a · b for bfloat16 a (M, K) or (B, M, K) and b (K, N) or (B, K, N), the shapes kernels::bmm
+// checked; out is a new contiguous bfloat16 (M, N) or (B, M, N). Returns false, having written
+// nothing, where oneDNN has no compiled kernel for this CPU (only its slow reference loop).
+bool bf16_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// The oneDNN kernel a bfloat16 GEMM runs on this CPU ("brg:avx512_core_bf16" where the CPU has
+// AVX512-BF16), or "" where bf16_gemm would decline.
+std::string bf16_gemm_kernel();
+
+}  // namespace ampgrad::cpu::onednn

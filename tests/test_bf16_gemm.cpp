@@ -1,0 +1,116 @@
+// test_bf16_gemm.cpp — bfloat16 GEMMs on oneDNN (tensor/cpu/onednn/bf16_gemm.cpp): a tensor
+// core's contract (bfloat16 products exact, float32 sums, one rounding to nearest even) in every
+// layout matmul and linear hand the GEMM, and none of the widening path's float32 copies.
+// Without oneDNN, or on a CPU where it has only its reference loop, each case reports itself
+// skipped: the widening path that then runs is test_tensor's.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "skip.h"
+#include "tensor/memory_stats.h"
+#include "tensor/random.h"
+#include "tensor/threads.h"
+#include "test_util.h"
+
+using namespace ampgrad;
+
+#define SKIP_WITHOUT_ONEDNN() \
+  SKIP_TEST_IF(onednn_bf16_kernel().empty(), "no oneDNN bfloat16 GEMM: a build without oneDNN, or a CPU it has only a reference loop for")
+
+// a @ b in bfloat16 against float64 (within one rounding of the output plus float32 accumulation
+// over K terms) and against the widening path (the float32 GEMM of the same values, rounded
+// once): another summation order, so now and then one bfloat16 ulp apart, or the two float32
+// accumulations' errors apart where the sum nearly cancels.
+static void check_gemm(const Tensor& a, const Tensor& b) {
+  CAPTURE(shape_str(a.shape()));
+  CAPTURE(shape_str(b.shape()));
+  const Tensor c = matmul(a, b);
+  REQUIRE(c.dtype() == kBFloat16);
+  const Tensor widening = matmul(a.to(kFloat32), b.to(kFloat32)).to(kBFloat16);
+  // float64 copies, contiguous and batched: (B, M, K) and (B, K, N)
+  const int64_t K = a.size(-1), M = a.size(-2), N = b.size(-1), B = c.numel() / (M * N);
+  const std::vector<double> av = to_vector<double>(a.expand(c.dim() == 3 ? Shape{B, M, K} : Shape{M, K}));
+  const std::vector<double> bv = to_vector<double>(b.expand(c.dim() == 3 ? Shape{B, K, N} : Shape{K, N}));
+  const std::vector<float> got = to_vector<float>(c), other = to_vector<float>(widening);
+  int64_t ulp_apart = 0;
+  for (int64_t p = 0; p < B; ++p)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double exact = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double t = av[(p * M + i) * K + k] * bv[(p * K + k) * N + j];
+          exact += t;
+          mag += std::abs(t);
+        }
+        const float v = got[(p * M + i) * N + j], w = other[(p * M + i) * N + j];
+        CHECK(std::abs(v - exact) <= std::abs(exact) * std::ldexp(1.0, -8) + mag * double(K) * std::ldexp(1.0, -24));
+        if (v != w) {
+          ++ulp_apart;
+          CHECK(std::abs(v - w) <= std::abs(w) * std::ldexp(1.0, -7) * 1.0001 + mag * double(K) * std::ldexp(1.0, -23));
+        }
+      }
+  CHECK(ulp_apart <= c.numel() / 20);
+}
+
+TEST_CASE("bfloat16 GEMMs on oneDNN: within one rounding of float64 in every layout the ops hand it") {
+  SKIP_WITHOUT_ONEDNN();
+  MESSAGE("oneDNN kernel: " << onednn_bf16_kernel());
+  manual_seed(11);
+  auto r = [](Shape s) { return randn(s).to(kBFloat16); };
+  check_gemm(r({37, 300}), r({300, 29}));                                  // row-major both
+  check_gemm(r({300, 37}).t(), r({300, 29}));                              // aᵀ, as linear's dW = Gᵀ x
+  check_gemm(r({37, 300}), r({29, 300}).t());                              // Wᵀ, as linear's forward
+  check_gemm(r({37, 400}).narrow(1, 50, 300), r({300, 60}).narrow(1, 7, 29));  // rows with gaps
+  check_gemm(r({4, 37, 300}), r({4, 300, 29}));                            // batched
+  check_gemm(r({4, 37, 300}), r({300, 29}).unsqueeze(0).expand({4, 300, 29}));  // one b for every batch
+  check_gemm(r({4, 16, 37}).transpose(1, 2), r({4, 16, 29}));              // batched aᵀ, as attention's backward
+  check_gemm(r({37, 600}).as_strided({37, 300}, {600, 2}, 0), r({300, 29}));  // every other column: copied first
+  check_gemm(r({1, 300}), r({300, 29}));
+  check_gemm(r({37, 300}), r({300, 1}));
+  // K = 4096: a bfloat16 accumulator would be ~2^-8 off, far outside the float32 bound
+  check_gemm(r({8, 4096}), r({4096, 8}));
+}
+
+TEST_CASE("a bfloat16 GEMM rounds its float32 sum once, to nearest, ties to even") {
+  SKIP_WITHOUT_ONEDNN();
+  // Sums exact in float32, each between two bfloat16 neighbours (8 significant bits: 256 apart by 2).
+  const std::vector<float> a = {1, 1}, b = {256, 258, 256, 256, -256, 1, 1, 1.5, 0.5, -1};  // b (2, 5), row-major
+  const Tensor ta = from_vector(a, {1, 2}).to(kBFloat16), tb = from_vector(b, {2, 5}).to(kBFloat16);
+  // 257: a tie, to 256 (even); 259: a tie, to 260 (even); 257.5: up; 256.5: down; -257: a tie, to -256
+  CHECK(to_vector<float>(matmul(ta, tb)) == std::vector<float>{256, 260, 258, 256, -256});
+}
+
+TEST_CASE("the bfloat16 dot-product instruction flushes subnormal results to zero, the widening path keeps them") {
+  SKIP_WITHOUT_ONEDNN();
+  const float tiny = std::ldexp(1.0f, -65);  // a normal bfloat16; its square 2^-130 is subnormal in float32 and bfloat16
+  const Tensor a = full({1, 1}, tiny).to(kBFloat16);
+  CHECK(to_vector<float>(matmul(a, a)) == std::vector<float>{0});
+  CHECK(to_vector<float>(matmul(a.to(kFloat32), a.to(kFloat32)).to(kBFloat16)) == std::vector<float>{std::ldexp(1.0f, -130)});
+}
+
+TEST_CASE("a bfloat16 GEMM on oneDNN allocates its output and nothing else") {
+  SKIP_WITHOUT_ONEDNN();
+  manual_seed(12);
+  const Tensor a = randn({256, 512}).to(kBFloat16), b = randn({512, 256}).to(kBFloat16);
+  matmul(a, b);  // builds the kernel for this geometry first
+  reset_peak_memory_stats(Device::cpu());
+  const int64_t before = memory_stats(Device::cpu()).allocated_bytes;
+  const Tensor c = matmul(a, b);
+  // the widening path held a and b in float32 (1 MiB) and a float32 output (256 KiB) besides
+  CHECK(memory_stats(Device::cpu()).peak_allocated_bytes - before == 256 * 256 * 2);
+}
+
+TEST_CASE("bfloat16 GEMMs rerun bit for bit, and a new thread count gets a kernel of its own") {
+  SKIP_WITHOUT_ONEDNN();
+  manual_seed(13);
+  const Tensor a = randn({200, 300}).to(kBFloat16), b = randn({300, 150}).to(kBFloat16);
+  const std::vector<float> once = to_vector<float>(matmul(a, b));
+  CHECK(to_vector<float>(matmul(a, b)) == once);
+  const int threads = get_num_threads();
+  set_num_threads(2);
+  check_gemm(a, b);
+  set_num_threads(threads);
+  CHECK(to_vector<float>(matmul(a, b)) == once);
+}
