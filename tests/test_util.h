@@ -16,7 +16,7 @@
 #endif
 
 // The oneDNN kernel a CPU bfloat16 GEMM runs, or "" where it widens to float32 on Eigen
-// (tensor/cpu/matmul.cpp): a build without oneDNN, or a CPU it has only a reference loop for.
+// (tensor/cpu/matmul.cpp): a build without oneDNN, or a CPU without bfloat16 dot products.
 inline std::string onednn_bf16_kernel() {
 #ifdef AMPGRAD_WITH_ONEDNN
   return ampgrad::cpu::onednn::bf16_gemm_kernel();

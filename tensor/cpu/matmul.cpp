@@ -4,6 +4,7 @@
 // Eigen::half GEMM is ~200x slower, so it is never used. A bfloat16 GEMM goes to oneDNN first
 // where the build has it (onednn/bf16_gemm.h): the same contract, kept by the CPU's own bfloat16
 // dot-product instructions, with no float32 copies.
+#include "tensor/cpu/gemm_operand.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
 #ifdef AMPGRAD_WITH_ONEDNN
@@ -16,24 +17,6 @@ using namespace ampgrad::kernels;
 namespace {
 template <class T, int Order> using MatMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
 using RowC = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-// A 2-D operand as Eigen sees it: row-major (stride (ld, 1)) or column-major (stride (1, ld)),
-// so a transposed view is read in place.
-struct Operand {
-  const void* data;
-  int64_t rows, cols, ld;
-  bool row_major;
-};
-
-// (M, K) slice `b` of a (B, M, K) or (M, K) tensor, if Eigen can read it without a copy.
-std::optional<Operand> as_operand(const Tensor& t, int64_t batch) {
-  int64_t n = t.dim();
-  int64_t r = t.shape()[n - 2], c = t.shape()[n - 1], sr = t.strides()[n - 2], sc = t.strides()[n - 1];
-  const char* base = (const char*)t.raw_data() + (n == 3 ? batch * t.strides()[0] * (int64_t)t.element_size() : 0);
-  if (sc == 1 || c == 1) return Operand{base, r, c, r == 1 ? std::max<int64_t>(c, 1) : sr, true};
-  if (sr == 1 || r == 1) return Operand{base, r, c, c == 1 ? std::max<int64_t>(r, 1) : sc, false};
-  return std::nullopt;
-}
 
 template <class T, class Out>
 void gemm(const Operand& a, const Operand& b, Out&& c) {

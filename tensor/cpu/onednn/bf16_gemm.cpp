@@ -2,9 +2,10 @@
 // Cooper Lake and later) its kernel multiplies pairs of bfloat16 values exactly and adds them to
 // float32 accumulators (vdpbf16ps), then rounds each result to bfloat16 once, to nearest even: a
 // tensor core's contract, the one matmul.cpp's widening path keeps, read straight from the
-// 16-bit operands. That saves the two float32 copies the widening makes and runs 4–10× faster
+// 16-bit operands. That saves the two float32 copies the widening makes and runs about 4× faster
 // (README, Measured figures). Unlike the widening path, the instruction treats subnormal inputs
-// and results as zero; a bfloat16 subnormal lies below 1.2e-38.
+// and results as zero; a bfloat16 subnormal lies below 1.2e-38. On other CPUs oneDNN would
+// emulate the instruction, more slowly than the widening: there bf16_gemm declines.
 #include "tensor/cpu/onednn/bf16_gemm.h"
 
 #include <omp.h>
@@ -17,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "tensor/cpu/gemm_operand.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/error.h"
 
@@ -24,34 +26,26 @@ namespace ampgrad::cpu::onednn {
 namespace {
 using dnnl::memory;
 
-// An operand as oneDNN's matmul reads it: (batch, rows, cols) with strides. The matrix must be
-// row- or column-major (a transposed view such as Wᵀ is read in place); a batch stride of 0 (a
+// An operand as oneDNN's matmul reads it: (batch, rows, cols) with strides, the matrix row- or
+// column-major (gemm_operand.h) with rows or columns that do not overlap; a batch stride of 0 (a
 // 2-D operand expanded over the batch) becomes a batch of 1, which the matmul broadcasts.
 struct Layout {
   memory::dims dims, strides;
 };
 std::optional<Layout> layout(const Tensor& t) {
-  const bool batched = t.dim() == 3;
-  const int64_t r = t.size(-2), c = t.size(-1), sr = t.stride(-2), sc = t.stride(-1);
-  int64_t B = batched ? t.size(0) : 1, sb = batched ? t.stride(0) : r * c;
-  if (B > 1 && sb == 0) B = 1;
-  // the stride of a dim of size 1 is never followed: give it the one a contiguous tensor has
-  if (c == 1 || sc == 1) {
-    const int64_t ld = r == 1 ? c : sr;
-    if (ld >= c) return Layout{{B, r, c}, {B == 1 ? r * ld : sb, ld, 1}};
-  }
-  if (r == 1 || sr == 1) {
-    const int64_t ld = c == 1 ? r : sc;
-    if (ld >= r) return Layout{{B, r, c}, {B == 1 ? c * ld : sb, 1, ld}};
-  }
-  return std::nullopt;
+  const auto m = as_operand(t, 0);
+  if (!m || m->ld < (m->row_major ? m->cols : m->rows)) return std::nullopt;  // overlapping rows: oneDNN refuses them
+  const int64_t span = m->ld * (m->row_major ? m->rows : m->cols);  // a batch stride for a batch of 1
+  int64_t B = t.dim() == 3 ? t.size(0) : 1, sb = t.dim() == 3 ? t.stride(0) : span;
+  if (B == 1 || sb == 0) B = 1, sb = span;
+  return Layout{{B, m->rows, m->cols}, m->row_major ? memory::dims{sb, m->ld, 1} : memory::dims{sb, 1, m->ld}};
 }
 
 // A matmul for one geometry, and the descriptors its arguments are wrapped in. Building one
 // compiles its kernel (milliseconds), so each geometry's is kept: a training step has a few.
 struct Gemm {
   dnnl::matmul run;
-  memory::desc a, b, out;
+  memory::desc a, b, out, scratch;
   std::string kernel;  // oneDNN's name for it
 };
 
@@ -60,8 +54,17 @@ const dnnl::engine& engine() {
   return cpu;
 }
 
-// The matmul for these layouts, or null where oneDNN offers only its reference loop. The
-// thread count is part of the key: a kernel divides its work for the threads it was built for.
+// Whether the CPU has the bfloat16 dot product (AVX512-BF16, or AMX, whose mask holds its bits).
+bool cpu_has_bf16_dot() {
+  static const bool has = [] {
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
+  }();
+  return has;
+}
+
+// The matmul for these layouts, or null where oneDNN does not take them. The thread count is
+// part of the key: a kernel divides its work for the threads it was built for.
 std::shared_ptr<const Gemm> gemm_for(const Layout& a, const Layout& b, const Layout& out) {
   using Key = std::array<memory::dims, 6>;
   static std::mutex mutex;
@@ -73,13 +76,17 @@ std::shared_ptr<const Gemm> gemm_for(const Layout& a, const Layout& b, const Lay
   try {
     const memory::desc ad(a.dims, memory::data_type::bf16, a.strides), bd(b.dims, memory::data_type::bf16, b.strides),
         od(out.dims, memory::data_type::bf16, out.strides);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, od), engine());
+    // The library's own scratchpad is one buffer per primitive, which two threads running the
+    // same GEMM at once would share: each call brings its own instead.
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, od), attr, engine());
     const std::string kernel = pd.impl_info_str();
-    if (kernel.rfind("ref", 0) != 0) gemm = std::make_shared<const Gemm>(Gemm{dnnl::matmul(pd), ad, bd, od, kernel});
+    if (kernel.rfind("ref", 0) != 0) gemm = std::make_shared<const Gemm>(Gemm{dnnl::matmul(pd), ad, bd, od, pd.scratchpad_desc(), kernel});
   } catch (const dnnl::error&) {
     // a layout this oneDNN does not take: the caller widens instead
   }
-  // An inference loop over growing lengths makes a geometry per length: keep the last few hundred.
+  // An inference loop over growing lengths makes a geometry per length: past 256, start afresh.
   if (built.size() >= 256) built.clear();
   built.emplace(key, gemm);
   return gemm;
@@ -87,25 +94,30 @@ std::shared_ptr<const Gemm> gemm_for(const Layout& a, const Layout& b, const Lay
 }  // namespace
 
 bool bf16_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  if (!cpu_has_bf16_dot()) return false;
   Tensor a = a_in, b = b_in;
   auto la = layout(a), lb = layout(b);
   if (!la) la = layout(a = contiguous_copy(a));  // a layout no GEMM reads in place
   if (!lb) lb = layout(b = contiguous_copy(b));
   const auto gemm = gemm_for(*la, *lb, *layout(out));
   if (!gemm) return false;
+  // from the library's allocator, so memory_stats and a MemoryHistory see it (as "matmul")
+  const Tensor scratch = empty({int64_t(gemm->scratch.get_size())}, kBool);
   thread_local dnnl::stream stream(engine());
   try {
     gemm->run.execute(stream, {{DNNL_ARG_SRC, memory(gemm->a, engine(), a.raw_data())},
                                {DNNL_ARG_WEIGHTS, memory(gemm->b, engine(), b.raw_data())},
-                               {DNNL_ARG_DST, memory(gemm->out, engine(), out.raw_data())}});
+                               {DNNL_ARG_DST, memory(gemm->out, engine(), out.raw_data())},
+                               {DNNL_ARG_SCRATCHPAD, memory(gemm->scratch, engine(), scratch.raw_data())}});
     stream.wait();
   } catch (const dnnl::error& e) {
-    AMPGRAD_CHECK(false, "matmul: oneDNN's bfloat16 GEMM of shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()) << " failed: " << e.what());
+    throw Error("matmul: oneDNN's bfloat16 GEMM of shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) + " failed: " + e.what());
   }
   return true;
 }
 
 std::string bf16_gemm_kernel() {
+  if (!cpu_has_bf16_dot()) return "";
   const Layout square{{1, 64, 64}, {64 * 64, 64, 1}};
   const auto gemm = gemm_for(square, square, square);
   return gemm ? gemm->kernel : "";

@@ -10,11 +10,12 @@ namespace ampgrad::cpu::onednn {
 
 // out = a · b for bfloat16 a (M, K) or (B, M, K) and b (K, N) or (B, K, N), the shapes kernels::bmm
 // checked; out is a new contiguous bfloat16 (M, N) or (B, M, N). Returns false, having written
-// nothing, where oneDNN has no compiled kernel for this CPU (only its slow reference loop).
+// nothing, on a CPU without bfloat16 dot products (AVX512-BF16 or AMX), where oneDNN's kernels
+// would emulate them more slowly than widening, or for a layout oneDNN does not take.
 bool bf16_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
 
-// The oneDNN kernel a bfloat16 GEMM runs on this CPU ("brg:avx512_core_bf16" where the CPU has
-// AVX512-BF16), or "" where bf16_gemm would decline.
+// The oneDNN kernel a bfloat16 GEMM runs on this CPU ("brg:avx512_core_bf16" on AVX512-BF16),
+// or "" where bf16_gemm declines them all.
 std::string bf16_gemm_kernel();
 
 }  // namespace ampgrad::cpu::onednn
