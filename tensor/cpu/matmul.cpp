@@ -16,7 +16,6 @@ using namespace ampgrad::kernels;
 
 namespace {
 template <class T, int Order> using MatMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
-using RowC = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 template <class T, class Out>
 void gemm(const Operand& a, const Operand& b, Out&& c) {
