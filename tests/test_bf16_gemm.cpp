@@ -133,7 +133,7 @@ TEST_CASE("bfloat16 GEMMs from two threads at once: each call brings its own scr
   CHECK(wrong[0] + wrong[1] == 0);
 }
 
-TEST_CASE("bfloat16 GEMMs rerun bit for bit, and a new thread count gets a kernel of its own") {
+TEST_CASE("bfloat16 GEMMs rerun bit for bit, also after a GEMM at another thread count") {
   SKIP_WITHOUT_ONEDNN();
   manual_seed(13);
   const Tensor a = randn({200, 300}).to(kBFloat16), b = randn({300, 150}).to(kBFloat16);
