@@ -9,9 +9,12 @@ namespace ampgrad {
 
 static double float8_max(DType t) { return t == kFloat8_e4m3fn ? Float8E4M3Format::max_finite : Float8E5M2Format::max_finite; }
 
-// x in dtype on its device: x itself if it is in it, else a converted copy.
+// x in dtype on its device: x itself if it is in it, else a converted copy. A transposed matrix
+// (the g8ᵀ of dW = g8ᵀ x8) is converted in its memory order and handed back transposed, so the
+// copy runs over contiguous memory and the GEMM reads it in place, as it would have read x.
 static Tensor as_dtype(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
+  if (x.dim() == 2 && !x.is_contiguous() && x.t().is_contiguous()) return as_dtype(x.t(), dtype).t();
   Tensor c = empty(x.shape(), TensorOptions(dtype).device(x.device()));
   kernels::copy_(c, x);
   return c;
@@ -21,16 +24,13 @@ Float8Tensor to_float8(const Tensor& x, DType float8_dtype) {
   AMPGRAD_CHECK(is_float8(float8_dtype), "to_float8: the target must be a float8 dtype, got " << dtype_name(float8_dtype));
   AMPGRAD_CHECK(x.defined() && x.is_floating_point() && !is_float8(x.dtype()),
                 "to_float8: expected a float32, float64, float16 or bfloat16 tensor, got " << (x.defined() ? dtype_name(x.dtype()) : "an undefined one"));
-  AllocationName named("to_float8");  // its result, and in a forward its temporaries, for a MemoryHistory
+  AllocationName named("to_float8");  // its result and scales, for a MemoryHistory
   const TensorOptions f32 = TensorOptions(kFloat32).device(x.device());
-  const double max_finite = float8_max(float8_dtype);
-  const Tensor xf = as_dtype(x, kFloat32);
-  const Tensor amax = x.numel() == 0 ? zeros({}, f32) : kernels::max_dim(kernels::unary(kernels::Unary::abs, xf).reshape({-1}), 0, false, false).first;
-  const Tensor scale = kernels::binary(kernels::Binary::div, full({}, max_finite, f32), kernels::clamp(amax, 1e-12, std::nullopt));
-  Float8Tensor out{empty(x.shape(), TensorOptions(float8_dtype).device(x.device())),
-                   kernels::binary(kernels::Binary::div, full({}, 1.0, f32), scale)};
-  kernels::copy_(out.data, kernels::clamp(kernels::binary(kernels::Binary::mul, xf, scale), -max_finite, max_finite));
-  return out;
+  // Two passes over x, each a kernel (tensor/float8.h has their per-element rules); the scales
+  // are 0-d tensors on x's device, so nothing waits for the host.
+  const Tensor amax = kernels::abs_max(x);
+  const Tensor scale = kernels::binary(kernels::Binary::div, full({}, float8_max(float8_dtype), f32), kernels::clamp(amax, 1e-12, std::nullopt));
+  return {kernels::scale_to_float8(x, scale, float8_dtype), kernels::binary(kernels::Binary::div, full({}, 1.0, f32), scale)};
 }
 
 Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b, DType out_dtype) {
@@ -45,10 +45,14 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
                   "scaled_mm: scales must be float32 tensors of one element, got "
                       << (s->defined() ? std::string(dtype_name(s->dtype())) + " " + shape_str(s->shape()) : "an undefined one"));
   AMPGRAD_CHECK(is_floating_point(out_dtype) && !is_float8(out_dtype), "scaled_mm: out_dtype must be a compute floating dtype, got " << dtype_name(out_dtype));
-  // Every product of two float8 values is exact in float32 (4 × 4 significand bits), and the sums
-  // are float32's: cuBLASLt's FP8 GEMM with float32 accumulation, before one scaling and one
-  // rounding. (Hopper's tensor cores are reported to keep fewer bits in their accumulators.)
-  Tensor acc = kernels::bmm(as_dtype(a, kFloat32), as_dtype(b, kFloat32));
+  // Every float8 value is exact in bfloat16 (at most 4 significant bits, exponents 2^-16 to
+  // 2^15), every product of two exact in float32 (4 × 4 bits), and the sums are float32's: a
+  // bfloat16 GEMM with a float32 output is cuBLASLt's FP8 GEMM with float32 accumulation, before
+  // one scaling and one rounding; it runs on bfloat16 dot products where the CPU has them, on a
+  // GPU's bfloat16 tensor cores, and otherwise widens. (Hopper's FP8 tensor cores are reported to
+  // keep fewer bits in their accumulators.) No product or sum is a float32 subnormal: all are
+  // multiples of the smallest product, 2^-25, which the instruction's flush to zero never meets.
+  Tensor acc = kernels::bmm(as_dtype(a, kBFloat16), as_dtype(b, kBFloat16), kFloat32);
   const Tensor both = kernels::binary(kernels::Binary::mul, scale_a.reshape({}), scale_b.reshape({}));
   return as_dtype(kernels::binary(kernels::Binary::mul, acc, both), out_dtype);
 }

@@ -3,8 +3,9 @@
 // float8 type with a scale of its own, chosen so its largest magnitude lands on the type's
 // largest finite value, and the GEMM multiplies the 8-bit values and applies both scales once.
 // The arithmetic is an FP8 GEMM's with float32 accumulation, emulated: products of 8-bit values
-// are exact in float32, and are summed in float32 (kernels::bmm on float32 copies), so a CPU run
-// gives the numerics of FP8 training, not its speed.
+// are exact in float32, and are summed in float32 (kernels::bmm of bfloat16 copies, which hold
+// float8 values exactly, into float32), so a CPU run gives the numerics of FP8 training, at a
+// bfloat16 GEMM's speed, not an FP8 one's.
 //
 //   amp::float8_autocast f8(DeviceType::CPU);      // HYBRID: e4m3 forward, e5m2 gradients
 //   Tensor y = linear(x, w, b);                     // runs as float8_linear

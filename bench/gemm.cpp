@@ -2,8 +2,9 @@
 // Holds: this CPU's measured FMA peak, float32 matmul at 256..2048 on 1 and 2 threads as GFLOP/s
 // and as a fraction of that peak, the emulated tensor-core matmul in float16 (widen to float32,
 // float32 GEMM, round once) and bfloat16 (oneDNN's bfloat16 kernel where built and the CPU has
-// one, else widened as float16), and one forward+backward of the 784-512-512-10 MLP in
-// float32 and under CPU autocast, and three non-GEMM kernels on 1 and 2 threads. Leaves out: correctness (tests/), whole epochs (scripts/bench.sh).
+// one, else widened as float16), one forward+backward of the 784-512-512-10 MLP in float32 and
+// under CPU autocast (and with FP8 linears), and three non-GEMM kernels on 1 and 2 threads.
+// Leaves out: correctness (tests/), whole epochs (scripts/bench.sh).
 //
 //   build/bench/gemm --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //   build/bench/gemm --benchmark_filter='matmul_n/f32'
@@ -143,8 +144,9 @@ BENCHMARK_CAPTURE(matmul_n, bf16, kBFloat16)->Apply(gemm_args);
 
 // ---- one training step of the MNIST MLP: forward, cross-entropy, backward (no optimizer) ----
 // x (128, 784), y (128); model 784-512-512-10 with ReLU. `amp` off = float32; else CPU autocast
-// in that dtype, as the trainer runs it (parameters stay float32 master weights). Argument: threads.
-void mlp_step(benchmark::State& state, std::optional<DType> amp_dtype) {
+// in that dtype, as the trainer runs it (parameters stay float32 master weights); `float8`: every
+// linear an FP8 GEMM (amp::float8_autocast), as `mnist --float8`. Argument: threads.
+void mlp_step(benchmark::State& state, std::optional<DType> amp_dtype, bool float8 = false) {
   const int threads = int(state.range(0));
   set_num_threads(threads);
   manual_seed(0);
@@ -160,6 +162,7 @@ void mlp_step(benchmark::State& state, std::optional<DType> amp_dtype) {
     Tensor loss;
     {
       amp::autocast ac(DeviceType::CPU, amp_dtype.value_or(kBFloat16), amp_dtype.has_value());
+      amp::float8_autocast f8(DeviceType::CPU, {}, float8);
       loss = cross_entropy(model->forward(x), y);
     }
     loss.backward();
@@ -176,6 +179,8 @@ void mlp_step(benchmark::State& state, std::optional<DType> amp_dtype) {
 BENCHMARK_CAPTURE(mlp_step, f32, std::nullopt)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mlp_step, amp_f16, std::optional<DType>(kFloat16))->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mlp_step, amp_bf16, std::optional<DType>(kBFloat16))->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mlp_step, f32_float8, std::nullopt, true)->ArgName("threads")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mlp_step, amp_bf16_float8, std::optional<DType>(kBFloat16), true)->ArgName("threads")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // ---- the non-GEMM kernels: one strided walk, one cast, one column sum, (1024, 1024) ----
 // What the threads of parallel.h buy outside the GEMM: gelu of a transposed view (the strided

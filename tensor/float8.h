@@ -46,25 +46,22 @@ template <int E, int M, bool has_inf> struct Format {
     return float_of(sign | (exp - bias + 127) << 23 | mant << (23 - M));
   }
 
+  // Every case is computed and one is picked, with no branch, so a loop of these vectorises.
   AMPGRAD_HD static uint8_t encode(float f) {
-    uint32_t u = bits_of(f);
-    const uint8_t sign = uint8_t((u >> 24) & 0x80);
-    u &= 0x7FFFFFFFu;
-    if (u > 0x7F800000u) return sign | nan;
-    if (u < min_normal_bits) {
-      // Subnormal (or zero): count quanta of 2^(1 - bias - M). The scaling is by a power of two,
-      // so exact; rint rounds ties to even. 2^M quanta is the smallest normal, whose code is 2^M.
-      const float quanta = float_of(u) * float_of(uint32_t(127 - 1 + bias + M) << 23);
-      return sign | uint8_t(rintf(quanta));
-    }
+    const uint32_t all = bits_of(f), u = all & 0x7FFFFFFFu;
+    const uint8_t sign = uint8_t((all >> 24) & 0x80);
+    // Subnormal (or zero): count quanta of 2^(1 - bias - M). The scaling is by a power of two,
+    // so exact; rint rounds ties to even. 2^M quanta is the smallest normal, whose code is 2^M.
+    // (u is capped there first, so larger values give a small number too, then unused.)
+    const float quanta = float_of(u < min_normal_bits ? u : min_normal_bits) * float_of(uint32_t(127 - 1 + bias + M) << 23);
+    const uint32_t subnormal = uint32_t(rintf(quanta));
     // Normal: round float32's 23 mantissa bits to M, ties to even; a carry moves into the
     // exponent as it should. Then re-bias the exponent from 127 to bias.
     constexpr int drop = 23 - M;
-    u += (1u << (drop - 1)) - 1 + ((u >> drop) & 1);
-    u >>= drop;
+    const uint32_t rounded = (u + (1u << (drop - 1)) - 1 + ((u >> drop) & 1)) >> drop;
     const uint32_t max_bits = (uint32_t(127 - bias + (max_code >> M)) << M) | (max_code & ((1u << M) - 1));
-    if (u > max_bits) return sign | overflow;
-    return sign | uint8_t(u - (uint32_t(127 - bias) << M));
+    const uint32_t normal = rounded > max_bits ? overflow : rounded - (uint32_t(127 - bias) << M);
+    return sign | uint8_t(u > 0x7F800000u ? nan : u < min_normal_bits ? subnormal : normal);
   }
 };
 }  // namespace float8_detail
@@ -75,12 +72,34 @@ using Float8E5M2Format = float8_detail::Format<5, 2, true>;
 // The element types. Conversions are explicit, in and out through float, so no arithmetic
 // on them compiles by accident.
 template <class Fmt> struct float8_base {
+  using format = Fmt;
   uint8_t bits = 0;
   float8_base() = default;
   AMPGRAD_HD explicit float8_base(float f) : bits(Fmt::encode(f)) {}
   AMPGRAD_HD explicit operator float() const { return Fmt::decode(bits); }
+  AMPGRAD_HD static float8_base from_bits(uint8_t b) {
+    float8_base v;
+    v.bits = b;
+    return v;
+  }
 };
 using float8_e4m3fn = float8_base<Float8E4M3Format>;
 using float8_e5m2 = float8_base<Float8E5M2Format>;
+
+// ---- to_float8's two passes, per element (the abs_max and scale_to_float8 primitives of both
+// backends) ----
+
+// |x| as an unsigned integer. Non-negative floats order as their bits do, and every NaN (its sign
+// cleared) lies above +inf, so the integer max of these is the largest magnitude, or a NaN if
+// there is one: a max that propagates NaN, exact in any order, with no branch to vectorise.
+AMPGRAD_HD inline uint32_t abs_bits(float x) { return float8_detail::bits_of(x) & 0x7FFFFFFFu; }
+
+// The saturating cast: x · scale rounded to float32, clamped to ± F8's largest finite value,
+// then rounded to F8. NaN fails both comparisons and stays NaN.
+template <class F8> AMPGRAD_HD inline F8 scale_to_float8(float x, float scale) {
+  constexpr float max = F8::format::max_finite;
+  const float v = x * scale;
+  return F8(v < -max ? -max : v > max ? max : v);
+}
 
 }  // namespace ampgrad

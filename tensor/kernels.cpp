@@ -207,13 +207,28 @@ Tensor index_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tenso
   return DISPATCH("index_add", index_add(shape, dim, idx, src), &idx, &src);
 }
 // Checked here, once for every backend: the backends may assume matching 2-D or 3-D operands.
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a, const Tensor& b, DType out_dtype) {
   AMPGRAD_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
   require_floating("matmul", a.dtype());
+  AMPGRAD_CHECK(out_dtype == a.dtype() || (is_half(a.dtype()) && out_dtype == kFloat32),
+                "matmul: cannot write " << dtype_name(a.dtype()) << " operands' product as " << dtype_name(out_dtype)
+                                        << ": out_dtype must be theirs, or float32 for float16 and bfloat16");
   AMPGRAD_CHECK(a.dim() == b.dim() && (a.dim() == 2 || a.dim() == 3) && a.shape()[a.dim() - 1] == b.shape()[b.dim() - 2] &&
                     (a.dim() == 2 || a.shape()[0] == b.shape()[0]),
                 "matmul: cannot multiply shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
-  return DISPATCH("matmul", bmm(a, b), &a, &b);
+  return DISPATCH("matmul", bmm(a, b, out_dtype), &a, &b);
+}
+Tensor abs_max(const Tensor& x) {
+  require_floating("abs_max", x.dtype());
+  return DISPATCH("abs_max", abs_max(x), &x);
+}
+Tensor scale_to_float8(const Tensor& x, const Tensor& scale, DType float8_dtype) {
+  const char* op = "to_float8";
+  AMPGRAD_CHECK(is_float8(float8_dtype), op << ": the target must be a float8 dtype, got " << dtype_name(float8_dtype));
+  require_floating(op, x.dtype());
+  AMPGRAD_CHECK(scale.dtype() == kFloat32 && scale.dim() == 0,
+                op << ": the scale must be a 0-d float32 tensor, got " << dtype_name(scale.dtype()) << " " << shape_str(scale.shape()));
+  return DISPATCH(op, scale_to_float8(x, scale, float8_dtype), &x, &scale);
 }
 Tensor softmax_lastdim(const Tensor& x, bool log) {
   const char* op = log ? "log_softmax" : "softmax";

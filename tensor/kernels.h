@@ -19,6 +19,8 @@ namespace ampgrad::kernels {
 
 #include "tensor/primitives.inc"
 
+inline Tensor bmm(const Tensor& a, const Tensor& b) { return bmm(a, b, a.dtype()); }  // the product in the operands' dtype
+
 // The output length of a k-wide window sliding with `stride` over `in` padded by `pad` on each
 // side: Ho and Wo of im2col and max_pool2d on every backend, and of conv2d. Meaningful only
 // where the window fits at least once (window_fits): (in + 2p - k) / s rounds toward zero, so a

@@ -1,6 +1,7 @@
 // test_bf16_gemm.cpp — bfloat16 GEMMs on oneDNN (tensor/cpu/onednn/bf16_gemm.cpp): a tensor
-// core's contract (bfloat16 products exact, float32 sums, one rounding to nearest even) in every
-// layout matmul and linear hand the GEMM, and none of the widening path's float32 copies.
+// core's contract (bfloat16 products exact, float32 sums, one rounding to nearest even, or none
+// into float32) in every layout matmul and linear hand the GEMM, and none of the widening path's
+// float32 copies.
 // Without oneDNN, or on a CPU without bfloat16 dot products, each case reports itself
 // skipped: the widening path that then runs is test_tensor's.
 #include <doctest/doctest.h>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 #include "skip.h"
 #include "tensor/memory_stats.h"
 #include "tensor/random.h"
@@ -23,46 +25,51 @@ using namespace ampgrad;
 #define SKIP_WITHOUT_ONEDNN() \
   SKIP_TEST_IF(onednn_bf16_kernel().empty(), "no oneDNN bfloat16 GEMM: a build without oneDNN, or a CPU without bfloat16 dot products (AVX512-BF16, AMX)")
 
-// a @ b in bfloat16, a and b as kernels::bmm takes them (both 2-D or both 3-D): oneDNN must take
-// this layout (not decline it to the widening path) and matmul must run it. Then against float64
-// (within one rounding of the output plus float32 accumulation over K terms) and against the
-// widening path (the float32 GEMM of the same values, rounded once): another summation order, so
-// now and then one bfloat16 ulp apart, or the two float32 accumulations' errors apart where the
-// sum nearly cancels.
+// a @ b of bfloat16 operands, a and b as kernels::bmm takes them (both 2-D or both 3-D), into
+// a bfloat16 output (matmul) and a float32 one (the sums unrounded, as scaled_mm takes them):
+// oneDNN must take this layout (not decline it to the widening path) and the kernel must run it.
+// Then against float64 (within one rounding of a bfloat16 output plus float32 accumulation over
+// K terms) and against the widening path (the float32 GEMM of the same values): another
+// summation order, so a bfloat16 result is now and then one ulp apart, or the two float32
+// accumulations' errors apart where the sum nearly cancels.
 static void check_gemm(const Tensor& a, const Tensor& b) {
   CAPTURE(shape_str(a.shape()));
   CAPTURE(shape_str(b.shape()));
-  const Tensor c = matmul(a, b);
-  REQUIRE(c.dtype() == kBFloat16);
-#ifdef AMPGRAD_WITH_ONEDNN
-  const Tensor direct = empty(c.shape(), kBFloat16);
-  REQUIRE(cpu::onednn::bf16_gemm(a, b, direct));
-  CHECK(to_vector<float>(direct) == to_vector<float>(c));
-#endif
-  const Tensor widening = matmul(a.to(kFloat32), b.to(kFloat32)).to(kBFloat16);
+  const Tensor widening = matmul(a.to(kFloat32), b.to(kFloat32));
   // float64 copies, contiguous and batched: (B, M, K) and (B, K, N)
-  const int64_t K = a.size(-1), M = a.size(-2), N = b.size(-1), B = c.numel() / (M * N);
-  const std::vector<double> av = to_vector<double>(a.expand(c.dim() == 3 ? Shape{B, M, K} : Shape{M, K}));
-  const std::vector<double> bv = to_vector<double>(b.expand(c.dim() == 3 ? Shape{B, K, N} : Shape{K, N}));
-  const std::vector<float> got = to_vector<float>(c), other = to_vector<float>(widening);
-  int64_t ulp_apart = 0;
-  for (int64_t p = 0; p < B; ++p)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        double exact = 0, mag = 0;
-        for (int64_t k = 0; k < K; ++k) {
-          const double t = av[(p * M + i) * K + k] * bv[(p * K + k) * N + j];
-          exact += t;
-          mag += std::abs(t);
+  const int64_t K = a.size(-1), M = a.size(-2), N = b.size(-1), B = widening.numel() / (M * N);
+  const std::vector<double> av = to_vector<double>(a.expand(widening.dim() == 3 ? Shape{B, M, K} : Shape{M, K}));
+  const std::vector<double> bv = to_vector<double>(b.expand(widening.dim() == 3 ? Shape{B, K, N} : Shape{K, N}));
+  for (DType out : {kBFloat16, kFloat32}) {
+    CAPTURE(dtype_name(out));
+    const Tensor c = out == kBFloat16 ? matmul(a, b) : kernels::bmm(a, b, kFloat32);
+    REQUIRE(c.dtype() == out);
+#ifdef AMPGRAD_WITH_ONEDNN
+    const Tensor direct = empty(c.shape(), out);
+    REQUIRE(cpu::onednn::bf16_gemm(a, b, direct));
+    CHECK(to_vector<float>(direct) == to_vector<float>(c));
+#endif
+    const double ulp = out == kBFloat16 ? std::ldexp(1.0, -7) : 0;  // no rounding of a float32 output
+    const std::vector<float> got = to_vector<float>(c), other = to_vector<float>(widening.to(out));
+    int64_t apart = 0;
+    for (int64_t p = 0; p < B; ++p)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double exact = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double t = av[(p * M + i) * K + k] * bv[(p * K + k) * N + j];
+            exact += t;
+            mag += std::abs(t);
+          }
+          const float v = got[(p * M + i) * N + j], w = other[(p * M + i) * N + j];
+          CHECK(std::abs(v - exact) <= std::abs(exact) * ulp / 2 + mag * double(K) * std::ldexp(1.0, -24));
+          if (v != w) {
+            ++apart;
+            CHECK(std::abs(v - w) <= std::abs(w) * ulp * 1.0001 + mag * double(K) * std::ldexp(1.0, -23));
+          }
         }
-        const float v = got[(p * M + i) * N + j], w = other[(p * M + i) * N + j];
-        CHECK(std::abs(v - exact) <= std::abs(exact) * std::ldexp(1.0, -8) + mag * double(K) * std::ldexp(1.0, -24));
-        if (v != w) {
-          ++ulp_apart;
-          CHECK(std::abs(v - w) <= std::abs(w) * std::ldexp(1.0, -7) * 1.0001 + mag * double(K) * std::ldexp(1.0, -23));
-        }
-      }
-  CHECK(ulp_apart <= c.numel() / 20);
+    if (out == kBFloat16) CHECK(apart <= c.numel() / 20);
+  }
 }
 
 TEST_CASE("bfloat16 GEMMs on oneDNN: within one rounding of float64 in every layout the ops hand it") {

@@ -21,6 +21,7 @@
 #include "devices.h"
 #include "nn/linear.h"
 #include "optim/sgd.h"
+#include "tensor/kernels.h"
 #include "test_util.h"
 
 using namespace ampgrad;
@@ -160,6 +161,16 @@ DEVICE_TEST_CASE("to(float8) rounds as the scalar rule, from every dtype, contig
       const std::vector<double> back = vec(s.to(f.dtype)), exact = vec(s);
       for (size_t i = 0; i < back.size(); ++i) CHECK(back[i] == round_trip(f, float(exact[i])));
     }
+    // And back: every code into every floating dtype, each value exact there; contiguous (the
+    // CPU looks it up in a table) and through a transposed view (converted one by one).
+    std::vector<float> all;
+    for (int c = 0; c < 256; ++c) all.push_back(decode(f, uint8_t(c)));
+    const Tensor codes = f32(all, dev, {16, 16}).to(f.dtype);
+    for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+      CAPTURE(dtype_name(t));
+      const std::vector<double> flat = vec(codes.to(t)), strided = vec(codes.t().to(t).t());
+      for (int c = 0; c < 256; ++c) CHECK((same(flat[c], all[c]) && same(strided[c], all[c])));
+    }
   }
   // float8 to float8: through the value
   const Tensor e5 = f32({1.125f, 300.f, 1e-3f}, dev).to(kFloat8_e5m2);
@@ -224,6 +235,47 @@ DEVICE_TEST_CASE("to_float8: the largest magnitude lands on the largest finite, 
   CHECK(vec(to_float8(f32(v, dev).to(kBFloat16), kFloat8_e4m3fn).data.to(kFloat32)) ==
         vec(to_float8(f32(v, dev).to(kBFloat16).to(kFloat32), kFloat8_e4m3fn).data.to(kFloat32)));
   CHECK(error_of([&] { to_float8(f32(v, dev), kFloat16); }) == "to_float8: the target must be a float8 dtype, got float16");
+}
+
+DEVICE_TEST_CASE("to_float8's two fused passes give the bits of the five ops they replaced, NaN and inf too") {
+  Generator gen(21);
+  // The narrowing as ops: widen, abs, a max, a scaled and clamped copy, the cast.
+  const auto composed = [](const Tensor& x, const Tensor& scale, DType f8) {
+    const double max = f8 == kFloat8_e4m3fn ? 448 : 57344;
+    const Tensor xf = x.to(kFloat32), out = empty(x.shape(), TensorOptions(f8).device(x.device()));
+    kernels::copy_(out, kernels::clamp(kernels::binary(kernels::Binary::mul, xf, scale), -max, max));
+    return std::make_pair(kernels::max_dim(kernels::unary(kernels::Unary::abs, xf).reshape({-1}), 0, false, false).first, out);
+  };
+  const auto same_values = [](const Tensor& a, const Tensor& b) {
+    const std::vector<double> u = vec(a.to(kFloat32)), v = vec(b.to(kFloat32));
+    return u.size() == v.size() && std::equal(u.begin(), u.end(), v.begin(), same);
+  };
+  // 120,000 elements: the CPU's blocks on both threads; and a transposed view, read through a copy
+  const Tensor big = randn({300, 400}, {}, &gen) * 3;
+  Tensor planted = big.clone();
+  planted.narrow(0, 7, 1).narrow(1, 9, 1).fill_(INFINITY);
+  Tensor with_nan = big.clone();
+  with_nan.narrow(0, 299, 1).narrow(1, 399, 1).fill_(NAN);
+  for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16})
+    for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2})
+      for (const Tensor& src : {big, big.t(), planted, with_nan}) {
+        CAPTURE(dtype_name(t));
+        CAPTURE(dtype_name(f8));
+        const Tensor x = src.to(t).to(dev);
+        const Tensor amax = kernels::abs_max(x);
+        // Scales that saturate a few values, that leave them all, and what to_float8 picks.
+        for (const double s : {1.0, 0.01, (f8 == kFloat8_e4m3fn ? 448.0 : 57344.0) / 11}) {
+          const Tensor scale = full({}, s, TensorOptions(kFloat32).device(dev));
+          const auto [want_amax, want] = composed(x, scale, f8);
+          CHECK(same_values(amax, want_amax));
+          CHECK(same_values(kernels::scale_to_float8(x, scale, f8), want));
+        }
+      }
+  CHECK(kernels::abs_max(zeros({0, 3}).to(dev)).item<float>() == 0);
+  CHECK(kernels::abs_max(full({5}, -2.5).to(dev)).item<float>() == 2.5f);
+  CHECK(error_of([&] { kernels::scale_to_float8(big.to(dev), full({1}, 1.0).to(dev), kFloat8_e4m3fn); }) ==
+        "to_float8: the scale must be a 0-d float32 tensor, got float32 [1]");
+  CHECK(error_of([&] { kernels::abs_max(full({2}, 1.0, kInt64).to(dev)); }) == "abs_max: expected a floating dtype, got int64");
 }
 
 DEVICE_TEST_CASE("why gradients need a scale: tiny gradients flush to zero in e5m2, and survive scaled") {

@@ -104,16 +104,27 @@ DEVICE_TEST_CASE("half matmul equals float32 matmul of the rounded inputs, round
     if (widens) CHECK(to_vector<float>(matmul(a, b)) == to_vector<float>(matmul(a.to(kFloat32), b.to(kFloat32)).to(t)));
     // and against a float64 reference: error within one rounding of the output plus float32
     // accumulation over K=64 terms (~64 * 2^-24 relative), far below the half ulp
+    // A float32 out_dtype is that float32 accumulator, unrounded.
+    const Tensor acc = kernels::bmm(a, b, kFloat32);
+    REQUIRE(acc.dtype() == kFloat32);
+    if (widens) CHECK(to_vector<float>(acc) == to_vector<float>(matmul(a.to(kFloat32), b.to(kFloat32))));
     std::vector<double> av = to_vector<double>(a), bv = to_vector<double>(b);
-    std::vector<float> got = to_vector<float>(matmul(a, b));
+    std::vector<float> got = to_vector<float>(matmul(a, b)), got32 = to_vector<float>(acc);
     double ulp = t == kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
     for (int i = 0; i < 37; i += 7)
       for (int j = 0; j < 29; j += 5) {
         double exact = 0, mag = 0;
         for (int k = 0; k < 64; ++k) { exact += av[i * 64 + k] * bv[k * 29 + j]; mag += std::abs(av[i * 64 + k] * bv[k * 29 + j]); }
         CHECK(std::abs(got[i * 29 + j] - exact) <= std::abs(exact) * ulp + mag * 64 * std::ldexp(1.0, -24) + 1e-6);
+        CHECK(std::abs(got32[i * 29 + j] - exact) <= mag * 64 * std::ldexp(1.0, -24));
       }
   }
+  // Only half operands have a wider accumulator to hand back.
+  const Tensor f = randn({2, 3}).to(dev);
+  CHECK(error_of([&] { kernels::bmm(f, f.t(), kFloat64); }) ==
+        "matmul: cannot write float32 operands' product as float64: out_dtype must be theirs, or float32 for float16 and bfloat16");
+  CHECK(error_of([&] { kernels::bmm(f.to(kBFloat16), f.t().to(kBFloat16), kFloat16); }) ==
+        "matmul: cannot write bfloat16 operands' product as float16: out_dtype must be theirs, or float32 for float16 and bfloat16");
 }
 
 TEST_CASE("views share storage") {

@@ -4,6 +4,7 @@
 // even; a test compares them on ties, subnormals, overflow and inf). Eigen 3.4 does not
 // vectorise these casts itself.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -61,13 +62,29 @@ inline void float_to_half(half* dst, const float* src, int64_t n) {
   for (; i < n; ++i) dst[i] = half(src[i]);
 }
 
-// dst[i] = src[i] for contiguous arrays, for the four (D, S) pairs above.
+// A float8 code has 256 values: widening looks each up in a table made by the scalar
+// conversion, so the bits are the same (scaled_mm widens its operands to bfloat16 here).
+template <class D, class F8> void float8_to(D* dst, const F8* src, int64_t n) {
+  static const std::array<D, 256> table = [] {
+    std::array<D, 256> t;
+    for (int c = 0; c < 256; ++c) t[c] = static_cast<D>(static_cast<float>(F8::from_bits(uint8_t(c))));
+    return t;
+  }();
+  for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i].bits];
+}
+
+template <class T> constexpr bool is_float8_type = std::is_same_v<T, float8_e4m3fn> || std::is_same_v<T, float8_e5m2>;
+
+// dst[i] = src[i] for contiguous arrays: the four float32 <-> 16-bit pairs above, and float8 to
+// any floating type.
 template <class D, class S>
 constexpr bool has_convert_contiguous = (std::is_same_v<D, float> && (std::is_same_v<S, half> || std::is_same_v<S, bfloat16>)) ||
-                                        (std::is_same_v<S, float> && (std::is_same_v<D, half> || std::is_same_v<D, bfloat16>));
+                                        (std::is_same_v<S, float> && (std::is_same_v<D, half> || std::is_same_v<D, bfloat16>)) ||
+                                        (is_float8_type<S> && std::is_floating_point_v<opmath_t<D>> && !is_float8_type<D>);
 template <class D, class S> void convert_contiguous(D* dst, const S* src, int64_t n) {
   static_assert(has_convert_contiguous<D, S>);
-  if constexpr (std::is_same_v<D, float> && std::is_same_v<S, half>) half_to_float(dst, src, n);
+  if constexpr (is_float8_type<S>) float8_to(dst, src, n);
+  else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, half>) half_to_float(dst, src, n);
   else if constexpr (std::is_same_v<D, half>) float_to_half(dst, src, n);
   else if constexpr (std::is_same_v<D, float>) bf16_to_float(dst, src, n);
   else float_to_bf16(dst, src, n);

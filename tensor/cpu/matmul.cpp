@@ -1,9 +1,10 @@
 // matmul.cpp — CPU GEMM on Eigen. float32/float64 go straight to Eigen's GEMM (parallel via
 // OpenMP). float16/bfloat16 emulate a tensor core: inputs are widened to float32 (exact),
 // multiplied with float32 accumulation, and the result is rounded to half once. Eigen's own
-// Eigen::half GEMM is ~200x slower, so it is never used. A bfloat16 GEMM goes to oneDNN first
-// where the build has it (onednn/bf16_gemm.h): the same contract, kept by the CPU's own bfloat16
-// dot-product instructions, with no float32 copies.
+// Eigen::half GEMM is ~200x slower, so it is never used. A float32 out_dtype keeps that float32
+// result unrounded. A bfloat16 GEMM goes to oneDNN first where the build has it
+// (onednn/bf16_gemm.h): the same contract, kept by the CPU's own bfloat16 dot-product
+// instructions, with no float32 copies.
 #include "tensor/cpu/gemm_operand.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
@@ -44,12 +45,12 @@ Tensor widened(const Tensor& t) {
 }
 }  // namespace
 
-Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in, DType out_dtype) {
   // shapes and dtypes were checked by kernels::bmm
   const bool batched = a_in.dim() == 3;
   const int64_t B = batched ? a_in.shape()[0] : 1, M = a_in.shape()[batched], K = a_in.shape()[batched + 1], N = b_in.shape()[batched + 1];
   Shape out_shape = batched ? Shape{B, M, N} : Shape{M, N};
-  Tensor out = empty(out_shape, a_in.dtype());
+  Tensor out = empty(out_shape, out_dtype);
   if (out.numel() == 0) return out;
   if (K == 0) { fill_(out, 0); return out; }
 #ifdef AMPGRAD_WITH_ONEDNN
@@ -57,7 +58,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
 #endif
   // Half: widen to float32 once (this is also the copy a strided operand would need).
   const bool widen = is_half(a_in.dtype());
-  Tensor a = a_in, b = b_in, out32 = widen ? empty(out_shape, kFloat32) : out;
+  Tensor a = a_in, b = b_in, out32 = is_half(out_dtype) ? empty(out_shape, kFloat32) : out;
   if (widen) {
     a = widened(a_in);
     b = widened(b_in);
@@ -75,7 +76,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
       }
     }
   });
-  if (widen) copy_(out, out32);  // the single rounding of the float32 accumulator
+  if (is_half(out_dtype)) copy_(out, out32);  // the single rounding of the float32 accumulator
   return out;
 }
 

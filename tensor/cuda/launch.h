@@ -67,6 +67,12 @@ struct SliceGeometry {
 void launch_index_select(DType dtype, const void* x, const int64_t* index, void* out, const SliceGeometry& g);
 void launch_index_add(DType dtype, const void* src, const int64_t* index, void* out, const SliceGeometry& g);
 
+// ---- float8.cu: x contiguous, n elements, any floating dtype ----
+// *out = the largest |x| as float32 (tensor/float8.h's abs_bits), 0 for n = 0.
+void launch_abs_max(DType dtype, const void* x, int64_t n, float* out);
+// out = x · *scale, clamped and rounded to float8_dtype (tensor/float8.h's scale_to_float8).
+void launch_scale_to_float8(DType dtype, DType float8_dtype, const void* x, const float* scale, void* out, int64_t n);
+
 // ---- softmax.cu: x and out contiguous (rows, C) ----
 void launch_softmax_rows(DType dtype, const void* x, void* out, int64_t rows, int64_t C, bool log);
 // softmax cross-entropy's gradient (primitives.inc): logp and out contiguous (N, C), index and

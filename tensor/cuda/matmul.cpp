@@ -1,7 +1,7 @@
 // matmul.cpp — cuda::bmm on cuBLAS, with the CPU's semantics (tensor/cpu/matmul.cpp): half
-// inputs multiply on tensor cores with float32 accumulation and one rounding of the output;
-// float32 uses TF32 tensor cores only when matmul_allow_tf32(); float64 stays float64;
-// transposed operands are read in place. No kernel of ours: cuBLAS does this best.
+// inputs multiply on tensor cores with float32 accumulation and one rounding of the output (or
+// none, for a float32 out_dtype); float32 uses TF32 tensor cores only when matmul_allow_tf32();
+// float64 stays float64; transposed operands are read in place. No kernel of ours: cuBLAS does this best.
 // Letters: B batch, M N K the matrix dims, as in tensor/kernels.h.
 #include <algorithm>
 #include <climits>
@@ -80,11 +80,11 @@ GemmArgs gemm_args(const Tensor& a_in, const Tensor& b_in, const Tensor& out, Te
           out.raw_data(), as_int(N, "N"), M * N, as_int(B, "batch")};
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a, const Tensor& b, DType out_dtype) {
   // shapes and dtypes were checked by kernels::bmm
   const bool batched = a.dim() == 3;
   Tensor out = empty(batched ? Shape{a.shape()[0], a.shape()[1], b.shape()[2]} : Shape{a.shape()[0], b.shape()[1]},
-                     TensorOptions(a.dtype()).device(a.device()));  // (B, M, N)
+                     TensorOptions(out_dtype).device(a.device()));  // (B, M, N)
   if (out.numel() == 0) return out;
   if (a.shape()[batched + 1] == 0) {  // K = 0: a sum of nothing
     fill_(out, 0);
@@ -92,7 +92,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   }
   Tensor a_copy, b_copy;
   const GemmArgs g = gemm_args(a, b, out, a_copy, b_copy);
-  const GemmTypes types = gemm_types(out.dtype());
+  const GemmTypes types = gemm_types(a.dtype());
+  const cudaDataType_t out_type = gemm_types(out_dtype).data;  // the inputs' type, or float32 for half inputs
   // alpha and beta are read in the compute type: double for float64, float otherwise.
   const double one64 = 1, zero64 = 0;
   const float one32 = 1, zero32 = 0;
@@ -103,7 +104,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   const int device = a.device().index;
   DeviceGuard guard(device);
   AMPGRAD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_handle(device), g.transa, g.transb, g.m, g.n, g.k, alpha, g.A, types.data,
-                                                  g.lda, g.strideA, g.B, types.data, g.ldb, g.strideB, beta, g.C, types.data, g.ldc,
+                                                  g.lda, g.strideA, g.B, types.data, g.ldb, g.strideB, beta, g.C, out_type, g.ldc,
                                                   g.strideC, g.batch, types.compute, CUBLAS_GEMM_DEFAULT));
   return out;
 }

@@ -1,9 +1,9 @@
 // bf16_gemm.cpp — a bfloat16 GEMM as one oneDNN matmul. On a CPU with AVX512-BF16 (Zen 4,
 // Cooper Lake and later) its kernel multiplies pairs of bfloat16 values exactly and adds them to
-// float32 accumulators (vdpbf16ps), then rounds each result to bfloat16 once, to nearest even: a
-// tensor core's contract, the one matmul.cpp's widening path keeps, read straight from the
-// 16-bit operands. That saves the two float32 copies the widening makes and runs about 4× faster
-// (README, Measured figures). Unlike the widening path, the instruction treats subnormal inputs
+// float32 accumulators (vdpbf16ps), then rounds each result to bfloat16 once, to nearest even
+// (or writes the float32 sums as they are, for a float32 output): a tensor core's contract, the
+// one matmul.cpp's widening path keeps, read straight from the 16-bit operands. That saves the
+// two float32 copies the widening makes and runs about 4× faster (README, Measured figures). Unlike the widening path, the instruction treats subnormal inputs
 // and results as zero; a bfloat16 subnormal lies below 1.2e-38. On other CPUs oneDNN would
 // emulate the instruction, more slowly than the widening: there bf16_gemm declines.
 #include "tensor/cpu/onednn/bf16_gemm.h"
@@ -17,6 +17,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "tensor/cpu/gemm_operand.h"
 #include "tensor/cpu/loops.h"
@@ -65,17 +66,17 @@ bool cpu_has_bf16_dot() {
 
 // The matmul for these layouts, or null where oneDNN does not take them. The thread count is
 // part of the key: a kernel divides its work for the threads it was built for.
-std::shared_ptr<const Gemm> gemm_for(const Layout& a, const Layout& b, const Layout& out) {
-  using Key = std::array<memory::dims, 6>;
+std::shared_ptr<const Gemm> gemm_for(const Layout& a, const Layout& b, const Layout& out, memory::data_type out_type) {
+  using Key = std::tuple<std::array<memory::dims, 6>, memory::data_type, int>;
   static std::mutex mutex;
-  static std::map<std::pair<Key, int>, std::shared_ptr<const Gemm>> built;
-  const auto key = std::make_pair(Key{a.dims, a.strides, b.dims, b.strides, out.dims, out.strides}, omp_get_max_threads());
+  static std::map<Key, std::shared_ptr<const Gemm>> built;
+  const Key key{{a.dims, a.strides, b.dims, b.strides, out.dims, out.strides}, out_type, omp_get_max_threads()};
   std::lock_guard lock(mutex);
   if (auto it = built.find(key); it != built.end()) return it->second;
   std::shared_ptr<const Gemm> gemm;
   try {
     const memory::desc ad(a.dims, memory::data_type::bf16, a.strides), bd(b.dims, memory::data_type::bf16, b.strides),
-        od(out.dims, memory::data_type::bf16, out.strides);
+        od(out.dims, out_type, out.strides);
     // The library's own scratchpad is one buffer per primitive, which two threads running the
     // same GEMM at once would share: each call brings its own instead.
     dnnl::primitive_attr attr;
@@ -99,7 +100,7 @@ bool bf16_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   auto la = layout(a), lb = layout(b);
   if (!la) la = layout(a = contiguous_copy(a));  // a layout no GEMM reads in place
   if (!lb) lb = layout(b = contiguous_copy(b));
-  const auto gemm = gemm_for(*la, *lb, *layout(out));
+  const auto gemm = gemm_for(*la, *lb, *layout(out), out.dtype() == kFloat32 ? memory::data_type::f32 : memory::data_type::bf16);
   if (!gemm) return false;
   // from the library's allocator, so memory_stats and a MemoryHistory see it (as "matmul")
   const Tensor scratch = empty({int64_t(gemm->scratch.get_size())}, kBool);
@@ -119,7 +120,7 @@ bool bf16_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 std::string bf16_gemm_kernel() {
   if (!cpu_has_bf16_dot()) return "";
   const Layout square{{1, 64, 64}, {64 * 64, 64, 1}};
-  const auto gemm = gemm_for(square, square, square);
+  const auto gemm = gemm_for(square, square, square, memory::data_type::bf16);
   return gemm ? gemm->kernel : "";
 }
 
