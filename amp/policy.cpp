@@ -1,6 +1,6 @@
 // policy.cpp — the table itself. One row per op; a missing or misplaced row fails to compile.
-// CUDA rows follow PyTorch's CUDA lists (sum/softmax/log_softmax/exp/log/pow/layer_norm and
-// the losses in fp32); CPU rows follow PyTorch's CPU lists, which keep only the losses in fp32.
+// CUDA rows follow PyTorch's CUDA lists (sum/softmax/log_softmax/exp/log/pow/layer_norm/
+// group_norm and the losses in fp32); CPU rows follow PyTorch's CPU lists, which keep only the losses in fp32.
 #include "amp/policy.h"
 
 #include <iomanip>
@@ -75,6 +75,7 @@ constexpr std::array<PolicyRow, kNumOps> kTable{{
     {Op::max_pool2d,      "max_pool2d",      IN,  IN},
     {Op::layer_norm,      "layer_norm",      F32, IN},
     {Op::batch_norm,      "batch_norm",      IN,  IN},
+    {Op::group_norm,      "group_norm",      F32, IN},
     {Op::dropout,         "dropout",         IN,  IN},
     {Op::embedding,       "embedding",       IN,  IN},
 }};

@@ -33,7 +33,7 @@ enum class Op : uint8_t {
   contiguous, clone, cat, stack, to,
   // neural-network ops
   softmax, log_softmax, cross_entropy, nll_loss, mse_loss, binary_cross_entropy, binary_cross_entropy_with_logits, max_pool2d,
-  layer_norm, batch_norm, dropout, embedding, kCount
+  layer_norm, batch_norm, group_norm, dropout, embedding, kCount
 };
 inline constexpr size_t kNumOps = size_t(Op::kCount);
 

@@ -1,6 +1,9 @@
-// normalization.cpp — layer norm (each sample's features) and batch norm (each channel over the
-// batch). Both normalise in float32 for float16/bfloat16 inputs and round once, keep their input
-// and the statistics for backward, and write the backward's closed form beside the forward.
+// normalization.cpp — layer norm (each sample's features), batch norm (each channel over the
+// batch) and group norm (each sample's channels, in groups). All normalise in float32 for
+// float16/bfloat16 inputs and round once, keep their input and the statistics for backward, and
+// write the backward's closed form beside the forward.
+#include <tuple>
+
 #include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_support.h"
@@ -55,6 +58,20 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
 }
 
 namespace {
+// The (C) tensors a channel-wise norm takes, by name: each given one must be (C), on x's device,
+// floating.
+using Named = std::pair<const Tensor*, const char*>;
+void check_per_channel(const char* op, const Tensor& x, std::initializer_list<Named> ts) {
+  const int64_t C = x.size(1);
+  for (auto [t, name] : ts) {
+    if (!t->defined()) continue;
+    AMPGRAD_CHECK(t->shape() == Shape{C}, op << ": input of shape " << shape_str(x.shape()) << " has " << C << " channels (dim 1), but "
+                                             << name << " has shape " << shape_str(t->shape()));
+    AMPGRAD_CHECK(t->device() == x.device(), op << ": " << name << " on " << t->device().str() << ", input on " << x.device().str());
+    require_floating(op, t->dtype());
+  }
+}
+
 // How batch norm sees x (N, C, ...): the dims its statistics reduce over (all but 1), the M values
 // of a channel, and (C) statistics broadcast over x as (1, C, 1, ...).
 struct Channels {
@@ -92,14 +109,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   AMPGRAD_CHECK(x.dim() >= 2, "batch_norm: expected an input (N, C, ...) of at least 2 dims, got shape " << shape_str(x.shape()));
   require_floating("batch_norm", x.dtype());
   const int64_t C = x.size(1), M = C ? x.numel() / C : 0;  // M values per channel
-  using Named = std::pair<const Tensor*, const char*>;
-  for (auto [t, name] : {Named{&w, "weight"}, Named{&b, "bias"}, Named{&running_mean, "running_mean"}, Named{&running_var, "running_var"}}) {
-    if (!t->defined()) continue;
-    AMPGRAD_CHECK(t->shape() == Shape{C}, "batch_norm: input of shape " << shape_str(x.shape()) << " has " << C << " channels (dim 1), but "
-                                                                        << name << " has shape " << shape_str(t->shape()));
-    AMPGRAD_CHECK(t->device() == x.device(), "batch_norm: " << name << " on " << t->device().str() << ", input on " << x.device().str());
-    require_floating("batch_norm", t->dtype());
-  }
+  check_per_channel("batch_norm", x, {{&w, "weight"}, {&b, "bias"}, {&running_mean, "running_mean"}, {&running_var, "running_var"}});
   AMPGRAD_CHECK(running_mean.defined() == running_var.defined(), "batch_norm: running_mean and running_var go together: give both or neither");
   AMPGRAD_CHECK(training || running_mean.defined(), "batch_norm: running_mean and running_var are needed when not training");
   AMPGRAD_CHECK(!training || M != 1, "batch_norm: expected more than 1 value per channel when training, got input of shape " << shape_str(x.shape()));
@@ -158,6 +168,83 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
            }
            return grads(dx, need[1] ? sum_gx : Tensor(), need[2] ? sum_g : Tensor());
          });
+  return y;
+}
+
+namespace {
+// How group norm sees x (N, C, ...): each sample's channels in G groups, a group being a row of x
+// viewed as (N·G, D), D = C/G channels times their positions, which is layer norm's view. The
+// statistics are (N·G); the affine's (C) tensors broadcast over x as (1, C, 1, ...).
+struct Groups {
+  Shape shape, rows_shape, per_channel, other_dims;  // x's shape, (N·G, D), (1, C, 1, ...), all dims but 1
+  Tensor rows(const Tensor& t) const { return t.reshape(rows_shape); }
+  Tensor bc(const Tensor& t) const { return t.reshape(per_channel); }
+};
+// y = (x − mean) · rstd · w + b, each group's mean and biased variance, in the library's ops on an
+// x of the math dtype: what a create_graph backward differentiates, the kernels being opaque to it.
+Tensor group_normalize(const Groups& gr, const Tensor& xm, const Tensor& wm, const Tensor& bm, double eps) {
+  const auto row_mean = [&](const Tensor& t) { return scaled(sum(t, {1}, true), 1.0 / double(gr.rows_shape[1])); };
+  const Tensor xr = gr.rows(xm), xc = xr - row_mean(xr);
+  Tensor y = (xc / sqrt(row_mean(xc * xc) + eps)).reshape(gr.shape);
+  if (wm.defined()) y = y * gr.bc(wm);
+  if (bm.defined()) y = y + gr.bc(bm);
+  return y;
+}
+}  // namespace
+
+// Normalises each sample's channels in num_groups groups, each over its C/G channels and all their
+// positions, then scales and shifts each channel: y = (x − mean) · rstd · w + b (Wu & He 2018,
+// PyTorch's group_norm). Its statistics are the sample's own, so it needs no batch and no running
+// estimates, and training and eval agree; one group is layer norm over (C, ...) with a per-channel
+// affine, C groups instance norm. A group is a row of layer norm's fused kernels, each way; the
+// per-channel affine is applied around them. Statistics in float32 for a float16/bfloat16 x, and
+// the result rounded once.
+//   x (N, C, ...), weight and bias (C) or undefined -> y like x
+Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& w_in, const Tensor& b_in, double eps) {
+  auto [x, w, b] = autocast(Op::group_norm, x_in, w_in, b_in);
+  AMPGRAD_CHECK(x.dim() >= 2, "group_norm: expected an input (N, C, ...) of at least 2 dims, got shape " << shape_str(x.shape()));
+  require_floating("group_norm", x.dtype());
+  const int64_t N = x.size(0), C = x.size(1);
+  AMPGRAD_CHECK(num_groups > 0 && C % num_groups == 0, "group_norm: the " << C << " channels (dim 1) of input " << shape_str(x.shape())
+                                                                           << " do not split into num_groups = " << num_groups << " equal groups");
+  check_per_channel("group_norm", x, {{&w, "weight"}, {&b, "bias"}});
+  const DType math = is_half(x.dtype()) ? kFloat32 : x.dtype();
+  Groups gr{.shape = x.shape(), .rows_shape = {N * num_groups, C / num_groups}, .per_channel = Shape(x.dim(), 1), .other_dims = {0}};
+  for (int64_t d = 2; d < x.dim(); ++d) gr.rows_shape[1] *= x.size(d), gr.other_dims.push_back(d);
+  gr.per_channel[1] = C;
+  // Weight and bias in the math dtype; the casts are ops, so their gradients return in the parameters' dtypes.
+  const Tensor wm = w.defined() ? to(w, math) : w, bm = b.defined() ? to(b, math) : b;
+
+  using B = kernels::Binary;
+  Tensor y, mean, rstd;
+  {
+    NoGradGuard values_only;  // this op records its own backward, below
+    Tensor x_hat;
+    std::tie(x_hat, mean, rstd) = kernels::layer_norm(gr.rows(widened(x)), {}, {}, eps);  // (N·G, D), in the math dtype
+    y = x_hat.reshape(gr.shape);
+    if (wm.defined()) y = kernel(B::mul, y, gr.bc(wm));
+    if (bm.defined()) y = kernel(B::add, y, gr.bc(bm));
+  }
+  y = rounded_to(y, x.dtype());
+
+  record("group_norm", y, {x, wm, bm}, [x = Saved(x), mean, rstd, w = Saved(wm), b = Saved(bm), gr, eps](const Tensor& g, const Needs& need) {
+    if (autograd::recording_backward()) {
+      auto forward = [&](const std::vector<Tensor>& in) { return rounded_to(group_normalize(gr, widened(in[0]), in[1], in[2], eps), in[0].dtype()); };
+      return autograd::composite_backward(forward, {x, w, b}, g, need);
+    }
+    const Tensor gm = widened(g), xm = gr.rows(widened(x.get()));
+    auto per_channel_sum = [&](const Tensor& t) { return kernels::sum(t, gr.other_dims, false); };
+    auto x_hat = [&] { return kernel(B::mul, kernel(B::sub, xm, mean.unsqueeze(1)), rstd.unsqueeze(1)).reshape(gr.shape); };
+    Tensor dx;
+    if (need[0]) {
+      // The gradient reaching x̂ is g·w, per channel; from x̂ back to x is layer norm's backward
+      // over each group's row, without a weight.
+      const Tensor wt = w.get(), dx_hat = wt.defined() ? kernel(B::mul, gm, gr.bc(wt)) : gm;
+      dx = rounded_to(kernels::layer_norm_backward(gr.rows(dx_hat), xm, mean, rstd, {}).reshape(gr.shape), x.get().dtype());
+    }
+    return grads(dx, need[1] ? per_channel_sum(kernel(B::mul, gm, x_hat())) : Tensor(),  // dw = Σ g x̂ over all but dim 1
+                 need[2] ? per_channel_sum(gm) : Tensor());                          // db = Σ g
+  });
   return y;
 }
 

@@ -157,6 +157,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // when not. Every (C) tensor may be undefined but the running pair when not training.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {}, const Tensor& bias = {},
                   bool training = false, double momentum = 0.1, double eps = 1e-5);
+// normalises each sample's channels (dim 1 of x (N, C, ...)) in num_groups groups of C/num_groups
+// channels, each over its channels and all their positions; weight/bias (C) may be undefined
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
 // int64 indices of any shape (...), weight (V, D) -> (..., D): the rows the indices name
 Tensor embedding(const Tensor& indices, const Tensor& weight);

@@ -48,11 +48,11 @@ def make_model(name):
     if name == "mlp":  # 784-512-512-10
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
     # conv5x5(32)-relu-maxpool2-conv5x5(64)-relu-maxpool2-fc(128)-relu-fc(10); cnn-bn: a BatchNorm2d
-    # after each convolution, which then has no bias
-    bn = name == "cnn-bn"
+    # after each convolution, which then has no bias; cnn-gn: a GroupNorm of 8 groups instead
+    norm = {"cnn-bn": lambda c: [nn.BatchNorm2d(c)], "cnn-gn": lambda c: [nn.GroupNorm(8, c)]}.get(name, lambda c: [])
     layers = []
     for cin, cout in ((1, 32), (32, 64)):  # (N, 32, 12, 12), then (N, 64, 4, 4)
-        layers += [nn.Conv2d(cin, cout, 5, bias=not bn)] + ([nn.BatchNorm2d(cout)] if bn else []) + [nn.ReLU(), nn.MaxPool2d(2)]
+        layers += [nn.Conv2d(cin, cout, 5, bias=name == "cnn")] + norm(cout) + [nn.ReLU(), nn.MaxPool2d(2)]
     return nn.Sequential(*layers, nn.Flatten(), nn.Linear(64 * 4 * 4, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
@@ -86,7 +86,7 @@ def blas_report():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=["mlp", "cnn", "cnn-bn"], default="mlp")
+    ap.add_argument("--model", choices=["mlp", "cnn", "cnn-bn", "cnn-gn"], default="mlp")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--amp", choices=["off", "bf16"], default="off", help="CPU autocast (PyTorch 1.13's CPU autocast is bf16 only)")
     ap.add_argument("--threads", type=int, default=2)

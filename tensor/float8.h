@@ -95,11 +95,12 @@ using float8_e5m2 = float8_base<Float8E5M2Format>;
 AMPGRAD_HD inline uint32_t abs_bits(float x) { return float8_detail::bits_of(x) & 0x7FFFFFFFu; }
 
 // The saturating cast: x · scale rounded to float32, clamped to ± F8's largest finite value,
-// then rounded to F8. NaN fails both comparisons and stays NaN.
+// then rounded to F8. A NaN fails both comparisons and stays NaN; x's own is passed on, so it
+// keeps its sign (a product of two NaNs may carry either one's, as the compiler orders them).
 template <class F8> AMPGRAD_HD inline F8 scale_to_float8(float x, float scale) {
   constexpr float max = F8::format::max_finite;
   const float v = x * scale;
-  return F8(v < -max ? -max : v > max ? max : v);
+  return F8(x != x ? x : v < -max ? -max : v > max ? max : v);
 }
 
 }  // namespace ampgrad

@@ -178,7 +178,8 @@ DEVICE_TEST_CASE("every op of the library consults the policy table") {
   const std::string banned = error_of([&] { (void)binary_cross_entropy(sigmoid(x), sigmoid(y)); });  // consults, then refuses on CUDA
   CHECK(banned.empty() == dev.is_cpu());
   if (!dev.is_cpu()) CHECK(banned.find("binary_cross_entropy is unsafe to autocast") == 0);
-  (void)max_pool2d(img, 2); (void)layer_norm(x, {3}); (void)batch_norm(x, {}, {}, {}, {}, true); (void)dropout(x, 0.5, true);
+  (void)max_pool2d(img, 2); (void)layer_norm(x, {3}); (void)batch_norm(x, {}, {}, {}, {}, true); (void)group_norm(x, 1);
+  (void)dropout(x, 0.5, true);
   (void)embedding(t, w);
   std::set<amp::Op> seen;
   for (auto& e : trace.events()) seen.insert(e.op);

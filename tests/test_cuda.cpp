@@ -206,6 +206,7 @@ std::vector<OpCase> op_table() {
       {"max_pool2d", {{2, 3, 6, 6}}, -1, 1, 1, simple, [](In i) { return max_pool2d(i[0], 2); }},
       {"layer_norm", {{4, 8}, {8}, {8}}, -1, 1, 8, composite, [](In i) { return layer_norm(i[0], {8}, i[1], i[2]); }},
       {"batch_norm", {{4, 3, 2, 2}, {3}, {3}}, -1, 1, 16, composite, [](In i) { return batch_norm(i[0], {}, {}, i[1], i[2], true); }},
+      {"group_norm", {{4, 6, 2, 2}, {6}, {6}}, -1, 1, 16, composite, [](In i) { return group_norm(i[0], 3, i[1], i[2]); }},
       {"dropout", {{4, 6}}, -1, 1, 1, simple, [](In i) {
          Generator g(7);  // drawn on the host: the same mask on both devices
          return dropout(i[0], 0.3, true, &g);

@@ -161,15 +161,16 @@ DEVICE_TEST_CASE("gradgradcheck: a small CNN classifier, by its input and its we
   }, {r(dev, {2, 1, 4, 4}), r(dev, {2, 1, 3, 3}), r(dev, {3, 8})}));
 }
 
-// layer_norm and batch_norm backpropagate through fused kernels (a closed form for batch norm);
-// under create_graph they differentiate a composite of the library's ops instead.
-DEVICE_TEST_CASE("gradgradcheck: layer_norm and batch_norm, through their composite forms") {
+// layer_norm, batch_norm and group_norm backpropagate through fused kernels (closed forms for the
+// last two); under create_graph they differentiate a composite of the library's ops instead.
+DEVICE_TEST_CASE("gradgradcheck: layer_norm, batch_norm and group_norm, through their composite forms") {
   manual_seed(16);
   CHECK(gradgradcheck([](In i) { return layer_norm(i[0], {3}, i[1], i[2]); }, {r(dev, {2, 3}), r(dev, {3}), r(dev, {3})}));
   CHECK(gradgradcheck([](In i) { return pow(layer_norm(i[0], {2, 2}), 2); }, {r(dev, {3, 2, 2})}));
   CHECK(gradgradcheck([](In i) { return batch_norm(i[0], {}, {}, i[1], i[2], true); }, {r(dev, {3, 2, 2}), r(dev, {2}), r(dev, {2})}));
   Tensor running_mean = from_vector<double>({0.1, -0.2}).to(dev), running_var = from_vector<double>({0.5, 2}).to(dev);
   CHECK(gradgradcheck([&](In i) { return pow(batch_norm(i[0], running_mean, running_var, i[1], {}, false), 2); }, {r(dev, {3, 2}), r(dev, {2})}));
+  CHECK(gradgradcheck([](In i) { return group_norm(i[0], 2, i[1], i[2]); }, {r(dev, {2, 4, 2}), r(dev, {4}), r(dev, {4})}));
   // the fast path and the composite give the same first derivative
   Tensor x = r(dev, {4, 3}), w = r(dev, {3}), c = r(dev, {4, 3}).detach();
   const std::vector<Tensor> plain = autograd::grad({(batch_norm(x, {}, {}, w, {}, true) * c).sum()}, {x, w});

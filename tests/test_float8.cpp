@@ -69,6 +69,12 @@ Tensor f32(std::vector<float> v, Device dev, const Shape& s = {}) {
   return from_vector<float>(v, s.empty() ? Shape{(int64_t)v.size()} : s).to(dev);
 }
 bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+// A float8 tensor's codes, as stored.
+std::vector<uint8_t> codes(const Tensor& t) {
+  const Tensor c = t.to(Device::cpu());
+  const uint8_t* p = static_cast<const uint8_t*>(c.raw_data());
+  return {p, p + c.numel()};
+}
 }  // namespace
 
 TEST_CASE("every float8 code decodes to its closed form, specials and signed zero too") {
@@ -161,14 +167,19 @@ DEVICE_TEST_CASE("to(float8) rounds as the scalar rule, from every dtype, contig
       const std::vector<double> back = vec(s.to(f.dtype)), exact = vec(s);
       for (size_t i = 0; i < back.size(); ++i) CHECK(back[i] == round_trip(f, float(exact[i])));
     }
-    // And back: every code into every floating dtype, each value exact there; contiguous (the
-    // CPU looks it up in a table) and through a transposed view (converted one by one).
+    // And back: every code (NaN codes too) into every floating dtype, each value exact there;
+    // contiguous (the CPU looks it up in a table) and through a transposed view (converted one
+    // by one).
     std::vector<float> all;
-    for (int c = 0; c < 256; ++c) all.push_back(decode(f, uint8_t(c)));
-    const Tensor codes = f32(all, dev, {16, 16}).to(f.dtype);
+    Tensor every = empty({16, 16}, f.dtype);
+    for (int c = 0; c < 256; ++c) {
+      all.push_back(decode(f, uint8_t(c)));
+      static_cast<uint8_t*>(every.raw_data())[c] = uint8_t(c);
+    }
+    const Tensor on_dev = every.to(dev);
     for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
       CAPTURE(dtype_name(t));
-      const std::vector<double> flat = vec(codes.to(t)), strided = vec(codes.t().to(t).t());
+      const std::vector<double> flat = vec(on_dev.to(t)), strided = vec(on_dev.t().to(t).t());
       for (int c = 0; c < 256; ++c) CHECK((same(flat[c], all[c]) && same(strided[c], all[c])));
     }
   }
@@ -237,7 +248,7 @@ DEVICE_TEST_CASE("to_float8: the largest magnitude lands on the largest finite, 
   CHECK(error_of([&] { to_float8(f32(v, dev), kFloat16); }) == "to_float8: the target must be a float8 dtype, got float16");
 }
 
-DEVICE_TEST_CASE("to_float8's two fused passes give the bits of the five ops they replaced, NaN and inf too") {
+DEVICE_TEST_CASE("to_float8's two fused passes give the values of the five ops they replaced, NaN and inf too") {
   Generator gen(21);
   // The narrowing as ops: widen, abs, a max, a scaled and clamped copy, the cast.
   const auto composed = [](const Tensor& x, const Tensor& scale, DType f8) {
@@ -271,6 +282,9 @@ DEVICE_TEST_CASE("to_float8's two fused passes give the bits of the five ops the
           CHECK(same_values(kernels::scale_to_float8(x, scale, f8), want));
         }
       }
+  // A NaN keeps its sign, and -0 stays -0, whatever the scale: the codes themselves.
+  const Tensor specials = f32({NAN, -NAN, -0.0f, 0.0f}, dev), three = full({}, 3.0, TensorOptions(kFloat32).device(dev));
+  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) CHECK(codes(kernels::scale_to_float8(specials, three, f8)) == std::vector<uint8_t>{0x7F, 0xFF, 0x80, 0x00});
   CHECK(kernels::abs_max(zeros({0, 3}).to(dev)).item<float>() == 0);
   CHECK(kernels::abs_max(full({5}, -2.5).to(dev)).item<float>() == 2.5f);
   CHECK(error_of([&] { kernels::scale_to_float8(big.to(dev), full({1}, 1.0).to(dev), kFloat8_e4m3fn); }) ==

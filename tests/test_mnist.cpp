@@ -119,15 +119,21 @@ TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {
   }
 }
 
-TEST_CASE("cnn-bn under bf16 autocast: learns, and resumes bit for bit with its running statistics") {
-  TempDir dir;
+// Two epochs of a CNN of `model` under `amp` on the synthetic set, batch 64.
+static mnist::TrainConfig synthetic_cnn(const TempDir& dir, const std::string& model, const std::string& amp) {
   write_synthetic_mnist(dir);
   mnist::TrainConfig c;
   c.data_dir = dir.path.string();
-  c.model = "cnn-bn";
-  c.amp = "bf16";
+  c.model = model;
+  c.amp = amp;
   c.batch_size = 64;
   c.epochs = 2;
+  return c;
+}
+
+TEST_CASE("cnn-bn under bf16 autocast: learns, and resumes bit for bit with its running statistics") {
+  TempDir dir;
+  mnist::TrainConfig c = synthetic_cnn(dir, "cnn-bn", "bf16");
   std::ostringstream log;
   mnist::TrainResult straight = mnist::train(c, log);
   CHECK(straight.epochs[1].test_acc > 0.5);  // evaluated in eval mode, on the running statistics
@@ -147,6 +153,16 @@ TEST_CASE("cnn-bn under bf16 autocast: learns, and resumes bit for bit with its 
   c.resume_path = c.save_path;
   c.save_path.clear();
   CHECK(weights_bytes(*mnist::train(c, log).model) == weights_bytes(*straight.model));  // buffers included
+}
+
+TEST_CASE("cnn-gn under fp16 and the GradScaler: learns, with per-channel GroupNorm parameters and no buffers") {
+  TempDir dir;
+  std::ostringstream log;
+  const mnist::TrainResult r = mnist::train(synthetic_cnn(dir, "cnn-gn", "fp16"), log);
+  CHECK(r.epochs[1].test_acc > 0.5);  // a sample's own statistics, in training and in eval alike
+  CHECK(r.model->named_buffers().empty());
+  for (auto& [k, t] : r.model->state_dict())
+    if (k == "1.weight" || k == "5.bias") CHECK(t.shape() == Shape{k == "1.weight" ? 32 : 64});
 }
 
 // One epoch of the MLP on the first 64 samples, saved; returns its settings, set to resume from it.

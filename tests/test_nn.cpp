@@ -75,6 +75,7 @@ TEST_CASE("registration: dotted names in registration order, recursive listings"
   CHECK(names(no_bias->named_parameters()) == std::vector<std::string>{"weight"});
   CHECK(!no_bias->bias.defined());
   CHECK(nn::LayerNorm(Shape{4}, 1e-5, false).parameters().empty());
+  CHECK(nn::GroupNorm(2, 4, 1e-5, false).parameters().empty());
 }
 
 TEST_CASE("a layer used twice is listed once among the parameters, and steps once") {
@@ -248,6 +249,24 @@ DEVICE_TEST_CASE("LayerNorm forward by hand, and gradients by central difference
   set(ln2.weight, {0.5, -1, 2, 1.5, 0.3, -0.7});
   Tensor xs = randn({2, 2, 3}, kFloat64).to(dev).requires_grad_();
   CHECK(gradcheck([&](In) { return ln2.forward(xs); }, {xs, ln2.weight, ln2.bias}));
+}
+
+DEVICE_TEST_CASE("GroupNorm: each sample's groups by hand, the same in training and eval") {
+  nn::GroupNorm gn(2, 4);
+  gn.to(dev);
+  CHECK(names(gn.named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  close(vec(gn.weight), {1, 1, 1, 1});
+  close(vec(gn.bias), {0, 0, 0, 0});
+  // One sample, channels (1, 3 | 5, 9) at one position: groups {1, 3} (mean 2, variance 1) and
+  // {5, 9} (mean 7, variance 4), so y = (−1, 1, −1, 1) · (1/√(1 + eps), 1/√(1 + eps), 2/√(4 + eps), ...)
+  Tensor x = from_vector<float>({1, 3, 5, 9}, {1, 4, 1}).to(dev);
+  const double a = 1 / std::sqrt(1 + 1e-5), b = 2 / std::sqrt(4 + 1e-5);
+  close(vec(gn.forward(x)), {-a, a, -b, b}, 1e-6);
+  set(gn.weight, {1, 2, 3, 4});
+  set(gn.bias, {0, 0, 0, 1});
+  gn.eval();  // no running statistics: eval changes nothing
+  close(vec(gn.forward(x)), {-a, 2 * a, -3 * b, 4 * b + 1}, 1e-6);
+  CHECK(error_of([] { nn::GroupNorm(3, 4); }) == "GroupNorm: num_channels = 4 does not split into num_groups = 3 equal groups");
 }
 
 DEVICE_TEST_CASE("BatchNorm: batch statistics in train mode, running estimates in eval mode, PyTorch's buffers") {

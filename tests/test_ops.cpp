@@ -599,7 +599,59 @@ TEST_CASE("edge cases found in review: half mean of many elements, ties, pow 0, 
   CHECK((ones({2}, kInt64) * 2.0).dtype() == kFloat32);
 }
 
-DEVICE_TEST_CASE("half means, losses, layer_norm, batch_norm and number factors compute in float32 and round once") {
+// Expected values from PyTorch 1.13 (torch.nn.functional.group_norm in float64, 3 groups of 2
+// channels, the same x, w, b and loss Σ y·c).
+DEVICE_TEST_CASE("group_norm against PyTorch: forward and gradients, and its special cases") {
+  auto f64 = [&](std::vector<double> v, Shape s) { return from_vector<double>(v, s).to(dev); };
+  Tensor x = f64({-2.5, 1.25, -0.5, 2.5,  0.75, -1.0, 2.0,  0.25, -1.5, 1.5,  -0.25, -2.0, 1.0, -0.75, 3.0, 0.5,
+                  -1.25, 2.5, 0.0, -1.75, 2.0, -0.5, -2.25, 1.5, 0.5, 1.75,  -3.0,  0.25, 1.25, -0.25, 2.25, -1.0,
+                  0.75, -2.75, 1.0, 0.0,  -0.5, 2.75, -1.5, 1.25, 0.25, -2.0, 3.0,  -0.75, 1.5, 0.5,   -1.25, 2.0}, {2, 6, 2, 2}).requires_grad_();
+  Tensor w = f64({1.5, -0.5, 2.0, 0.75, 1.0, -1.25}, {6}).requires_grad_(), b = f64({0.1, 0.2, -0.3, 0.0, 0.5, -0.1}, {6}).requires_grad_();
+  Tensor c = (arange(0.0, 48.0, 1.0, kFloat64).to(dev) / 20.0 - 1.0).reshape({2, 6, 2, 2});
+  Tensor y = group_norm(x, 3, w, b);
+  close(vec(y), {-2.66846640186, 0.982258523669, -0.721413108243, 2.19916683218, 0.0681682665782, 0.636058810549, -0.337467836258,
+                 0.230422707713, -2.48460158739, 1.39913456797, -0.866378189325, -3.13189094662, 0.39444195328, -0.455125330707,
+                 1.36537599212, 0.151708443569, -0.265185067048, 1.97438098285, 0.481336949584, -0.5637938737, -1.56971522024,
+                 0.296589821336, 1.60300335044, -1.19645421193, 0.368979264692, 1.56444266332, -2.97831825148, 0.129886584966,
+                 -0.128752434624, 0.349432924829, -0.447542674259, 0.588525604555, 0.47849743435, -3.88108819801, 0.78989640809,
+                 -0.45569948687, -0.291936537881, 1.2261334591, -0.759034998491, 0.525485768186, 0.402073860053, -1.00806255519,
+                 2.12557392313, -0.224653435611, -0.95685372454, -0.173444604961, 1.1975213543, -1.34855828433}, 1e-9);
+  sum(y * c).backward();
+  close(vec(x.grad()), {-0.488152240131, -0.640908174626, -0.498230117763, -0.610699598891, 0.570406881234, 0.648183161644,
+                        0.470811904062, 0.548588184472, -0.226545205431, -0.395570440872, -0.194484904987, 0.00660063089782,
+                        0.161220075071, 0.321850026004, 0.0539306627712, 0.272999156545, -0.0534032389915, -0.0256485257827,
+                        0.00561646652021, 0.0364602253318, 0.0642149385406, 0.0282929493467, -0.00805027333854, -0.0474825416266,
+                        0.145024842172, 0.235238890681, 0.121954478884, 0.280001347495, -0.148328089925, -0.215142216983,
+                        -0.146290703838, -0.272458548485, 0.140483331339, 0.102691207684, 0.272190915007, 0.305878733068,
+                        -0.268935408007, -0.152656560745, -0.250817538633, -0.148834679714, 0.775127335781, 0.602597828942,
+                        1.086969464, 0.778529376076, -0.678432085811, -0.808209595844, -1.00594239642, -0.750639926721}, 1e-9);
+  close(vec(w.grad()), {0.261448095003, 0.0789288162147, 0.359660481554, 0.238295155963, -0.739676093701, 0.874515563662}, 1e-9);
+  close(vec(b.grad()), {-2.6, -1, 0.6, 2.2, 3.8, 5.4}, 1e-12);
+
+  // One group is layer norm over (C, H, W) with a per-channel affine; C groups normalise each
+  // channel of each sample on its own (instance norm). A sample's statistics are its own: a batch
+  // of one gives the same rows as the whole batch.
+  const Tensor xd = x.detach();
+  close(vec(group_norm(xd, 1)), vec(layer_norm(xd, {6, 2, 2})), 1e-12);
+  close(vec(group_norm(xd, 6)), vec(layer_norm(xd, {2, 2})), 1e-12);
+  const std::vector<double> yv = vec(y);
+  close(vec(group_norm(xd.narrow(0, 1, 1), 3, w, b)), std::vector<double>(yv.begin() + 24, yv.end()), 1e-12);
+
+  manual_seed(12);
+  CHECK(gradcheck([&](In i) { return group_norm(i[0], 2, i[1], i[2]); }, {r(dev, {3, 4, 3}), r(dev, {4}), r(dev, {4})}));
+  CHECK(gradcheck([&](In i) { return group_norm(i[0].transpose(1, 2), 3, {}, i[1]); }, {r(dev, {2, 2, 6}), r(dev, {6})}));  // strided (N, C, L)
+  CHECK(gradcheck([&](In i) { return group_norm(i[0], 1, i[1]); }, {r(dev, {2, 3}), r(dev, {3})}));                         // (N, C)
+
+  CHECK_THROWS_WITH_AS(group_norm(ones({2, 6, 4}).to(dev), 4),
+                       doctest::Contains("group_norm: the 6 channels (dim 1) of input [2, 6, 4] do not split into num_groups = 4 equal groups"), Error);
+  CHECK_THROWS_WITH_AS(group_norm(ones({2, 6}).to(dev), 0), doctest::Contains("do not split into num_groups = 0 equal groups"), Error);
+  CHECK_THROWS_WITH_AS(group_norm(ones({2, 6}).to(dev), 3, ones({3}).to(dev)),
+                       doctest::Contains("group_norm: input of shape [2, 6] has 6 channels (dim 1), but weight has shape [3]"), Error);
+  CHECK_THROWS_WITH_AS(group_norm(ones({6}).to(dev), 3), doctest::Contains("at least 2 dims, got shape [6]"), Error);
+  CHECK(group_norm(zeros({0, 6, 2}).to(dev), 3).shape() == Shape{0, 6, 2});
+}
+
+DEVICE_TEST_CASE("half means, losses, the norms and number factors compute in float32 and round once") {
   // Each would overflow float16 on the way (a sum of 100,000, 600², 70000) or lose its factor
   // (1e-8 is 0 in float16) if computed in the input's dtype; PyTorch gives these values.
   CHECK(vec(mean(full({10000}, 10, TensorOptions(kFloat16).device(dev))))[0] == 10);
@@ -621,6 +673,9 @@ DEVICE_TEST_CASE("half means, losses, layer_norm, batch_norm and number factors 
   close(vec(bn), {-s, -0.5 * s, 0.5 * s, s}, 1e-3);  // float16 keeps 11 bits
   CHECK(rm.dtype() == kFloat32);
   close(vec(rm), {100}, 1e-7);                       // 0.1 · 1000
+  Tensor gn = group_norm(from_vector<float>({999, 999.5, 1000.5, 1001}, {1, 1, 4}).to(dev).to(kFloat16), 1);  // the same values as one group
+  CHECK(gn.dtype() == kFloat16);
+  close(vec(gn), {-s, -0.5 * s, 0.5 * s, s}, 1e-3);
   close(vec(rv), {0.9 + 0.1 * 0.625 * 4 / 3}, 1e-6);  // the unbiased variance, in float32
   Tensor thousand = full({1}, 1000, TensorOptions(kFloat16).device(dev));
   CHECK(vec(thousand / 70000.0)[0] == doctest::Approx(1.0 / 70).epsilon(5e-4).scale(0));  // float16: 2^-11 relative

