@@ -17,7 +17,12 @@ __global__ void non_finite_check_and_unscale_kernel(const __grid_constant__ Tens
   float* g = pack.items[chunk.item].data;
   const float inv = *inv_scale;
   bool non_finite = false;
-  for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x) non_finite |= amp::unscale_value(g[i], inv);
+  float value[kIlp];
+  for_each_ilp(chunk, [&](int u, int64_t i) { value[u] = g[i]; },
+               [&](int u, int64_t i) {
+                 non_finite |= amp::unscale_value(value[u], inv);
+                 g[i] = value[u];
+               });
   if (__syncthreads_or(non_finite) && threadIdx.x == 0) *found_inf = 1.f;
 }
 

@@ -8,9 +8,15 @@
 // holds no host sync (the steps' own code has none either): the host waits once before it and
 // once after it, and the gaps a slow host leaves show up in the times, as they should.
 //
-//   build/bench/gpu_step [--steps 50] [--warmup 10] [--width 4096] [--batch 2048] [--layers 4]
+// With --profile 1, one more step of each precision is profiled (tensor/profile.h), on stderr: the
+// host's time to queue the step, each kernel's device time in forward and backward (Profile(true)
+// waits for each), and the device time of the optimizer step with the GradScaler's.
+//
+//   build/bench/gpu_step [--steps 50] [--warmup 10] [--width 4096] [--batch 2048] [--layers 4] [--profile 0]
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -20,12 +26,14 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "tensor/cuda/runtime.h"
+#include "tensor/profile.h"
 
 using namespace ampgrad;
 
 struct Config {
   int64_t width = 4096, batch = 2048, layers = 4;
   int warmup = 10, steps = 50;
+  bool profile = false;
 };
 
 static double median_ms_per_step(const std::string& precision, const Config& c, nn::Module& model) {
@@ -37,7 +45,7 @@ static double median_ms_per_step(const std::string& precision, const Config& c, 
   manual_seed(1);
   Tensor x = randn({c.batch, c.width}, TensorOptions().device(gpu));                   // (N, D)
   Tensor y = randint(0, c.width, {c.batch}, TensorOptions(kInt64).device(gpu));        // (N)
-  auto step = [&] {
+  auto forward_backward = [&] {
     opt.zero_grad();
     Tensor loss;
     {
@@ -45,8 +53,14 @@ static double median_ms_per_step(const std::string& precision, const Config& c, 
       loss = cross_entropy(model.forward(x), y);
     }
     scaler.scale(loss).backward();
+  };
+  auto update = [&] {
     scaler.step(opt);  // left unread: reading it would wait for the GPU
     scaler.update();
+  };
+  auto step = [&] {
+    forward_backward();
+    update();
   };
   for (int i = 0; i < c.warmup; ++i) step();
 
@@ -63,6 +77,30 @@ static double median_ms_per_step(const std::string& precision, const Config& c, 
   for (int i = 0; i < c.steps; ++i) AMPGRAD_CUDA_CHECK(cudaEventElapsedTime(&ms[i], marks[i], marks[i + 1]));
   for (cudaEvent_t& e : marks) AMPGRAD_CUDA_CHECK(cudaEventDestroy(e));
   std::nth_element(ms.begin(), ms.begin() + c.steps / 2, ms.end());
+  if (c.profile) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    AMPGRAD_CUDA_CHECK(cudaDeviceSynchronize());
+    std::cerr << "--- " << precision << ": the host queues a step in " << host_ms << " ms; each kernel of forward and backward on the device:\n";
+    {
+      Profile prof(/*sync_cuda=*/true);
+      forward_backward();
+      prof.print(std::cerr);
+    }
+    cudaEvent_t before, after;  // the optimizer's and the GradScaler's fused kernels are no primitives: timed apart
+    AMPGRAD_CUDA_CHECK(cudaEventCreate(&before));
+    AMPGRAD_CUDA_CHECK(cudaEventCreate(&after));
+    AMPGRAD_CUDA_CHECK(cudaEventRecord(before, cuda::stream()));
+    update();
+    AMPGRAD_CUDA_CHECK(cudaEventRecord(after, cuda::stream()));
+    AMPGRAD_CUDA_CHECK(cudaEventSynchronize(after));
+    float update_ms = 0;
+    AMPGRAD_CUDA_CHECK(cudaEventElapsedTime(&update_ms, before, after));
+    std::cerr << "scaler.step(opt) and scaler.update() on the device: " << update_ms << " ms\n";
+    AMPGRAD_CUDA_CHECK(cudaEventDestroy(before));
+    AMPGRAD_CUDA_CHECK(cudaEventDestroy(after));
+  }
   return ms[c.steps / 2];
 }
 
@@ -76,6 +114,7 @@ int main(int argc, char** argv) {
     else if (flag == "--width") c.width = value;
     else if (flag == "--batch") c.batch = value;
     else if (flag == "--layers") c.layers = value;
+    else if (flag == "--profile") c.profile = value != 0;
     else {
       std::fprintf(stderr, "gpu_step: unknown flag %s\n", argv[i]);
       return 2;

@@ -7,10 +7,12 @@ GradScaler, and bfloat16 autocast. Each step is timed on the device by CUDA even
 between steps (no host sync inside the timed region). Leaves out: correctness, CPU timing.
 
     python3 bench/torch_gpu_step.py --steps 50
+    python3 bench/torch_gpu_step.py --profile   # and one step of each under torch.profiler, on stderr
 
 Prints one line per precision, `torch <precision> <median ms/step>`, as gpu_step does.
 """
 import argparse
+import sys
 
 import torch
 import torch.nn as nn
@@ -44,6 +46,12 @@ def median_ms_per_step(precision, args, model):
     marks[args.steps].record()
     torch.cuda.synchronize()
     ms = sorted(marks[i].elapsed_time(marks[i + 1]) for i in range(args.steps))
+    if args.profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        print(f"--- {precision}: each kernel on the device", file=sys.stderr)
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70), file=sys.stderr)
     return ms[args.steps // 2]
 
 
@@ -54,6 +62,7 @@ def main():
     p.add_argument("--width", type=int, default=4096)
     p.add_argument("--batch", type=int, default=2048)
     p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--profile", action="store_true")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the default, stated: float32 means float32
     torch.manual_seed(0)

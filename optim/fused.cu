@@ -22,8 +22,18 @@ __global__ void sgd_kernel(const __grid_constant__ TensorPack<FusedParam> pack, 
   const FusedParam& p = pack.items[chunk.item];
   s.first_step = *p.step == 1;
   float* momentum_buffer = p.buffer[0];  // null without momentum
-  for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x)
-    optim::sgd_update(p.param[i], p.grad[i], momentum_buffer ? momentum_buffer + i : nullptr, s);
+  float param[kIlp], grad[kIlp], buffer[kIlp];
+  for_each_ilp(
+      chunk,
+      [&](int u, int64_t i) {
+        param[u] = p.param[i], grad[u] = p.grad[i];
+        if (momentum_buffer) buffer[u] = momentum_buffer[i];
+      },
+      [&](int u, int64_t i) {
+        optim::sgd_update(param[u], grad[u], momentum_buffer ? &buffer[u] : nullptr, s);
+        p.param[i] = param[u];
+        if (momentum_buffer) momentum_buffer[i] = buffer[u];
+      });
 }
 
 __global__ void adam_kernel(const __grid_constant__ TensorPack<FusedParam> pack, optim::AdamHyperparams h, const float* found_inf) {
@@ -32,8 +42,13 @@ __global__ void adam_kernel(const __grid_constant__ TensorPack<FusedParam> pack,
   const FusedParam& p = pack.items[chunk.item];
   const optim::AdamScalars s = optim::adam_scalars(h, *p.step);  // in double, as on the CPU: once per thread
   float *exp_avg = p.buffer[0], *exp_avg_sq = p.buffer[1];
-  for (int64_t i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x)
-    optim::adam_update(p.param[i], p.grad[i], exp_avg[i], exp_avg_sq[i], s);
+  float param[kIlp], grad[kIlp], m[kIlp], v[kIlp];
+  for_each_ilp(
+      chunk, [&](int u, int64_t i) { param[u] = p.param[i], grad[u] = p.grad[i], m[u] = exp_avg[i], v[u] = exp_avg_sq[i]; },
+      [&](int u, int64_t i) {
+        optim::adam_update(param[u], grad[u], m[u], v[u], s);
+        p.param[i] = param[u], exp_avg[i] = m[u], exp_avg_sq[i] = v[u];
+      });
 }
 
 // Per pack: count the steps, then update. Both kernels skip themselves on overflow.

@@ -1,6 +1,7 @@
 // device.h — where a tensor's bytes live. Kernels dispatch on this first, then on dtype.
 //   Tensor x = zeros({2, 3}, TensorOptions().device(Device::cuda()));
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace ampgrad {

@@ -6,8 +6,17 @@
 
 namespace ampgrad {
 
+// The count the process started with: OMP_NUM_THREADS where it is set (ctest sets 1, so its
+// parallel cases do not each start a thread per core), else every core. Read once, before the
+// first set_num_threads changes it.
+static int default_num_threads() {
+  static const int n = omp_get_max_threads();
+  return n;
+}
+
 void set_num_threads(int n) {
-  if (n <= 0) n = omp_get_num_procs();
+  const int fallback = default_num_threads();
+  if (n <= 0) n = fallback;
   omp_set_num_threads(n);
   Eigen::setNbThreads(n);
 }

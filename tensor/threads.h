@@ -4,7 +4,7 @@
 
 namespace ampgrad {
 
-void set_num_threads(int n);  // n <= 0: all cores
+void set_num_threads(int n);  // n <= 0: OMP_NUM_THREADS if set, else all cores
 int get_num_threads();
 
 }  // namespace ampgrad

@@ -34,6 +34,7 @@ DEVICE_TEST_CASE("output dtype of each policy category, float16 and bfloat16") {
     CHECK(relu(y).dtype() == low);                                 // input dtype
     CHECK(relu(x).dtype() == kFloat32);
     CHECK(softmax(y, 1).dtype() == (dev.is_cpu() ? low : kFloat32));  // CPU keeps softmax in input dtype, CUDA: fp32
+    CHECK(group_norm(y, 3).dtype() == (dev.is_cpu() ? low : kFloat32));  // likewise
     CHECK((y + x.narrow(1, 0, 3)).dtype() == kFloat32);            // ordinary promotion
     CHECK(where(gt(x, scalar_like(0, x)).narrow(1, 0, 3), y, x.narrow(1, 0, 3)).dtype() == kFloat32);  // promote
     CHECK(cat({y, x.narrow(1, 0, 3)}).dtype() == kFloat32);

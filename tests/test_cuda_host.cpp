@@ -198,6 +198,28 @@ TEST_CASE("elementwise loops: each operand's offsets are where the CPU reads it,
         "copy_: CUDA kernels index at most 8 dims (after merging dense ones), got shape [2, 2, 2, 2, 2, 2, 2, 2, 2]");
 }
 
+TEST_CASE("elementwise loops move runs of neighbours only where every operand is dense along the last dim and aligned") {
+  Tensor a = positions({4, 8}), b = positions({4, 8}), out = positions({4, 8}), bias = positions({8});
+  CHECK(moves_in_runs(make_loop<3>("add", {4, 8}, {&out, &a, &b}), 4));      // contiguous: one dense dim
+  CHECK(moves_in_runs(make_loop<3>("add", {4, 8}, {&out, &a, &bias}), 4));   // a bias broadcast down the rows
+  CHECK(moves_in_runs(make_loop<3>("add", {4, 8}, {&out, &a, &bias}), 8));
+  CHECK_FALSE(moves_in_runs(make_loop<3>("add", {4, 8}, {&out, &a, &bias}), 16));  // rows of 8 hold no run of 16
+  CHECK_FALSE(moves_in_runs(make_loop<3>("add", {4, 8}, {&out, &a, &b}), 1));
+  Tensor column = positions({4, 1}), a_t = positions({8, 4}).t();
+  CHECK_FALSE(moves_in_runs(make_loop<3>("add", {4, 8}, {&out, &a, &column}), 4));  // stride 0 along the last dim
+  CHECK_FALSE(moves_in_runs(make_loop<3>("add", {4, 8}, {&out, &a_t, &b}), 4));     // stride 4 along it
+  // Views: rows 12 apart keep every run aligned, rows 10 apart do not; nor does a start 8 bytes in.
+  Tensor rows12 = positions({4, 12}).narrow(1, 0, 8), rows10 = positions({4, 10}).narrow(1, 0, 8), shifted = positions({4, 9}).narrow(1, 1, 8);
+  CHECK(moves_in_runs(make_loop<2>("copy_", {4, 8}, {&out, &rows12}), 4));
+  CHECK(moves_in_runs(make_loop<2>("copy_", {4, 8}, {&out, &rows10}), 2));
+  CHECK_FALSE(moves_in_runs(make_loop<2>("copy_", {4, 8}, {&out, &rows10}), 4));
+  CHECK_FALSE(moves_in_runs(make_loop<2>("copy_", {4, 8}, {&out, &shifted}), 2));
+  // A contiguous loop takes runs whatever its length (the tail goes one by one), if it holds one.
+  Tensor ten = positions({10}), ten_out = positions({10}), three = positions({3}), three_out = positions({3});
+  CHECK(moves_in_runs(make_loop<2>("neg", {10}, {&ten_out, &ten}), 4));
+  CHECK_FALSE(moves_in_runs(make_loop<2>("neg", {3}, {&three_out, &three}), 4));
+}
+
 TEST_CASE("elementwise loops: past 2^32 elements the offsets divide in 64 bits") {
   // A column-major (3, 2^31 + 5) operand; position 2 * cols + 7 is (2, 7), at 2 + 7 * 3.
   const int64_t cols = (int64_t(1) << 31) + 5;
@@ -422,6 +444,23 @@ TEST_CASE("half loads widen like the CPU's: every float16 and bfloat16 bit patte
     }
   }
 }
+TEST_CASE("the caching allocator rounds below 1 MiB to 512 B, above to eighths of the power of two") {
+  CHECK(cuda::rounded_block_size(1) == 512);
+  CHECK(cuda::rounded_block_size(1000) == 1024);
+  CHECK(cuda::rounded_block_size((1 << 20) - 1) == (1 << 20));
+  CHECK(cuda::rounded_block_size(1 << 20) == (1 << 20));                   // a 1 MiB tensor takes 1 MiB
+  CHECK(cuda::rounded_block_size((1 << 20) + 1) == (1 << 20) + (1 << 17));  // steps of 128 KiB up to 2 MiB
+  CHECK(cuda::rounded_block_size((2 << 20) - 1) == (2 << 20));
+  CHECK(cuda::rounded_block_size((3 << 20) + 1) == (13 << 18));            // steps of 256 KiB up to 4 MiB
+  CHECK(cuda::rounded_block_size((size_t(100) << 20) + 1) == (size_t(104) << 20));  // steps of 8 MiB up to 128 MiB
+  for (size_t n : {size_t(1) << 20, (size_t(5) << 20) + 3, (size_t(3) << 29) - 1, (size_t(1) << 33) + 12345}) {
+    const size_t r = cuda::rounded_block_size(n);
+    CHECK(r >= n);
+    CHECK(double(r - n) <= double(n) / 8);    // at most an eighth wasted
+    CHECK(cuda::rounded_block_size(r) == r);  // a rounded size is its own free list's
+  }
+}
+
 #else
 TEST_CASE("CUDA index math") { SKIP_TEST_IF(true, "built without the CUDA backend"); }
 #endif

@@ -172,13 +172,17 @@ DEVICE_TEST_CASE("gradgradcheck: layer_norm, batch_norm and group_norm, through 
   CHECK(gradgradcheck([&](In i) { return pow(batch_norm(i[0], running_mean, running_var, i[1], {}, false), 2); }, {r(dev, {3, 2}), r(dev, {2})}));
   CHECK(gradgradcheck([](In i) { return group_norm(i[0], 2, i[1], i[2]); }, {r(dev, {2, 4, 2}), r(dev, {4}), r(dev, {4})}));
   // the fast path and the composite give the same first derivative
-  Tensor x = r(dev, {4, 3}), w = r(dev, {3}), c = r(dev, {4, 3}).detach();
-  const std::vector<Tensor> plain = autograd::grad({(batch_norm(x, {}, {}, w, {}, true) * c).sum()}, {x, w});
-  const std::vector<Tensor> composite = autograd::grad({(batch_norm(x, {}, {}, w, {}, true) * c).sum()}, {x, w}, {}, std::nullopt, true);
-  for (size_t k = 0; k < 2; ++k) {
-    const std::vector<double> p = vec(plain[k]), q = vec(composite[k]);
-    for (size_t e = 0; e < p.size(); ++e) CHECK(q[e] == doctest::Approx(p[e]).epsilon(1e-12));
-  }
+  auto same_first_derivative = [&](const std::function<Tensor(In)>& f, const std::vector<Tensor>& in) {
+    const Tensor c = r(dev, f(in).shape()).detach();
+    const std::vector<Tensor> plain = autograd::grad({(f(in) * c).sum()}, in);
+    const std::vector<Tensor> composite = autograd::grad({(f(in) * c).sum()}, in, {}, std::nullopt, true);
+    for (size_t k = 0; k < in.size(); ++k) {
+      const std::vector<double> p = vec(plain[k]), q = vec(composite[k]);
+      for (size_t e = 0; e < p.size(); ++e) CHECK(q[e] == doctest::Approx(p[e]).epsilon(1e-12));
+    }
+  };
+  same_first_derivative([](In i) { return batch_norm(i[0], {}, {}, i[1], {}, true); }, {r(dev, {4, 3}), r(dev, {3})});
+  same_first_derivative([](In i) { return group_norm(i[0], 2, i[1], i[2]); }, {r(dev, {3, 4, 3}), r(dev, {4}), r(dev, {4})});
 }
 
 // checkpoint's backward reruns its region: under create_graph the rerun reads the inputs linked

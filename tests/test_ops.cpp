@@ -676,6 +676,13 @@ DEVICE_TEST_CASE("half means, losses, the norms and number factors compute in fl
   Tensor gn = group_norm(from_vector<float>({999, 999.5, 1000.5, 1001}, {1, 1, 4}).to(dev).to(kFloat16), 1);  // the same values as one group
   CHECK(gn.dtype() == kFloat16);
   close(vec(gn), {-s, -0.5 * s, 0.5 * s, s}, 1e-3);
+  // two groups and a float32 affine: normalised and scaled in float32, rounded to float16 once,
+  // so each value is the float64 result's nearest float16
+  manual_seed(13);
+  Tensor x16 = (randn({2, 4, 3}) * 3 + 100).to(dev).to(kFloat16), gw = randn({4}).to(dev), gb = randn({4}).to(dev);
+  Tensor gn2 = group_norm(x16, 2, gw, gb);
+  CHECK(gn2.dtype() == kFloat16);
+  CHECK(vec(gn2) == vec(group_norm(x16.to(kFloat64), 2, gw.to(kFloat64), gb.to(kFloat64)).to(kFloat16)));
   close(vec(rv), {0.9 + 0.1 * 0.625 * 4 / 3}, 1e-6);  // the unbiased variance, in float32
   Tensor thousand = full({1}, 1000, TensorOptions(kFloat16).device(dev));
   CHECK(vec(thousand / 70000.0)[0] == doctest::Approx(1.0 / 70).epsilon(5e-4).scale(0));  // float16: 2^-11 relative

@@ -3,7 +3,10 @@
 // on every device (devices.h).
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "autograd/ops.h"
@@ -569,6 +572,19 @@ DEVICE_TEST_CASE("in-place writes refuse an expanded destination and a partly ov
   CHECK(to_vector<float>(y) == std::vector<float>{4, 4, 8, 8});
   // an empty tensor writes nothing, whatever its strides say
   zeros({2, 0}).to(dev).fill_(1);
+}
+
+// 0 is "the default": OMP_NUM_THREADS where it is set (ctest sets 1, so that parallel cases do
+// not each start a thread per core), else every core, as the trainers' --threads 0 promises.
+TEST_CASE("set_num_threads(0) goes back to OMP_NUM_THREADS where it is set, else to every core") {
+  const int threads = get_num_threads();
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  const int expected = env ? std::atoi(env) : omp_get_num_procs();
+  set_num_threads(expected + 1);
+  CHECK(get_num_threads() == expected + 1);
+  set_num_threads(0);
+  CHECK(get_num_threads() == expected);
+  set_num_threads(threads);
 }
 
 TEST_CASE("the CPU allocator hands a freed large block back for the same size") {

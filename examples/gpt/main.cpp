@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--eval-every", c.eval_every)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--eval-batches", c.eval_batches)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", c.seed)->capture_default_str();
-  app.add_option("--threads", c.threads, "CPU threads (0: all cores)")->capture_default_str();
+  app.add_option("--threads", c.threads, "CPU threads (0: OMP_NUM_THREADS if set, else all cores)")->capture_default_str();
   app.add_option("--device", c.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_option("--amp", c.amp, "off | fp16 (with a GradScaler) | bf16")->check(CLI::IsMember({"off", "fp16", "bf16"}))->capture_default_str();
   app.add_flag("--float8", c.float8, "every linear as an FP8 GEMM (e4m3 forward, e5m2 gradients, a scale per tensor), numerics emulated");

@@ -36,7 +36,7 @@ struct TrainConfig {
   double clip_grad = 1.0;
   int64_t eval_every = 100, eval_batches = 20;
   uint64_t seed = 0;
-  int threads = 0;                  // 0: all cores
+  int threads = 0;                  // 0: OMP_NUM_THREADS if set, else all cores
   std::string device = "cpu";       // cpu | cuda
   std::string amp = "off";          // off | fp16 | bf16
   bool float8 = false;              // every linear an FP8 GEMM: e4m3 forward, e5m2 gradients, scaled per tensor

@@ -25,7 +25,7 @@ struct TrainConfig {
   double momentum = 0.9;            // SGD only
   std::string optimizer = "sgd";    // sgd | adam | adamw
   uint64_t seed = 0;
-  int threads = 0;                  // 0: all cores
+  int threads = 0;                  // 0: OMP_NUM_THREADS if set, else all cores
   std::string device = "cpu";       // cpu | cuda
   std::string amp = "off";          // off | fp16 | bf16
   bool float8 = false;              // every linear an FP8 GEMM: e4m3 forward, e5m2 gradients, scaled per tensor

@@ -7,7 +7,8 @@ namespace ampgrad::cuda {
 
 // One dtype: each element moved as it is, every bit kept (NaN payloads too), as on the CPU.
 template <class T> struct Move {
-  __device__ void operator()(void* const* p, const int64_t* o) const { static_cast<T*>(p[0])[o[0]] = static_cast<const T*>(p[1])[o[1]]; }
+  static constexpr int kVector = vector_width<T>();
+  template <int V> __device__ void apply(void* const* p, const int64_t* o) const { store_vec(p[0], o[0], load_vec<T, V>(p[1], o[1])); }
 };
 // Two dtypes: through src's math type, as on the CPU: float -> half rounds once (to nearest
 // even); double -> half goes through float like Eigen::half(double).

@@ -11,14 +11,25 @@ using namespace ampgrad::kernels;
 
 // Stores that are not a function of loaded values: where picks, fill writes a constant.
 template <class T> struct Where {
-  __device__ void operator()(void* const* p, const int64_t* o) const {
-    const bool c = static_cast<const bool*>(p[1])[o[1]];
-    static_cast<T*>(p[0])[o[0]] = static_cast<const T*>(c ? p[2] : p[3])[c ? o[2] : o[3]];
+  static constexpr int kVector = vector_width<T>();
+  template <int V> __device__ void apply(void* const* p, const int64_t* o) const {
+    const Vec<bool, V> c = load_vec<bool, V>(p[1], o[1]);
+    const Vec<T, V> a = load_vec<T, V>(p[2], o[2]), b = load_vec<T, V>(p[3], o[3]);
+    Vec<T, V> y;
+#pragma unroll
+    for (int j = 0; j < V; ++j) y.v[j] = c.v[j] ? a.v[j] : b.v[j];
+    store_vec(p[0], o[0], y);
   }
 };
 template <class T> struct Fill {
   T value;
-  __device__ void operator()(void* const* p, const int64_t* o) const { static_cast<T*>(p[0])[o[0]] = value; }
+  static constexpr int kVector = vector_width<T>();
+  template <int V> __device__ void apply(void* const* p, const int64_t* o) const {
+    Vec<T, V> y;
+#pragma unroll
+    for (int j = 0; j < V; ++j) y.v[j] = value;
+    store_vec(p[0], o[0], y);
+  }
 };
 
 // ---- launchers ----

@@ -40,6 +40,24 @@ template <int N> AMPGRAD_HD inline void loop_offsets(const Loop<N>& loop, int64_
   else add_offsets(loop, i, off);
 }
 
+// Whether every operand of loop can move in runs of V neighbours, each run one aligned vector
+// load or store (loops.cuh): each operand is dense along the last dim, its other strides and its
+// start (aligned to 16 bytes, the widest vector) are multiples of V, so every run starts aligned,
+// and the last dim divides into runs. A contiguous loop needs no division: its numel % V last
+// elements go one at a time. Operand 0's shape is the loop's, so a broadcast operand (stride 0)
+// qualifies only along the other dims, as a bias does along the rows.
+template <int N> AMPGRAD_HD inline bool moves_in_runs(const Loop<N>& loop, int V) {
+  if (V == 1 || loop.ndim == 0 || loop.numel < V) return false;
+  const int last = loop.ndim - 1;
+  if (!loop.contiguous && loop.shape[last] % V != 0) return false;
+  for (int k = 0; k < N; ++k) {
+    if (reinterpret_cast<uintptr_t>(loop.data[k]) % 16 != 0 || loop.strides[k][last] != 1) return false;
+    for (int d = 0; d < last; ++d)
+      if (loop.strides[k][d] % V != 0) return false;
+  }
+  return true;
+}
+
 // ---- the image kernels: ImageGeometry (launch.h), x (N, C, H, W), cols (N*Ho*Wo, C*kh*kw) ----
 
 // im2col: the position in x that cols entry e copies, or -1 where the window hangs over the

@@ -1,6 +1,7 @@
 // multi_tensor.h — one kernel launch over a whole list of tensors, for the GradScaler's unscale
 // (amp/amp_kernels.cu) and the fused optimizer steps (optim/*.cu): PyTorch's multi_tensor_apply,
-// simplified. Leaves out vectorised loads and mixed dtypes (all float32 here).
+// simplified. Leaves out vectorised loads and mixed dtypes (all float32 here); a thread keeps
+// kIlp elements' loads in flight at once instead (for_each_ilp).
 //
 // The tensors' pointers travel by value in the kernel's parameters, up to the classic 4 KB a
 // launch carries: no device array is built, uploaded, kept alive until the kernel ran, or waited
@@ -14,7 +15,7 @@
 //   });
 //   // in my_kernel(const __grid_constant__ TensorPack<Item> pack, ...):
 //   const BlockChunk c = chunk_at(pack, blockIdx.x);
-//   for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) ... pack.items[c.item] ...
+//   for_each_ilp(c, [&](int u, int64_t i) { r[u] = x[i]; }, [&](int u, int64_t i) { x[i] = f(r[u]); });
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -76,5 +77,25 @@ template <class Item> AMPGRAD_HD inline BlockChunk chunk_at(const TensorPack<Ite
   const int64_t end = begin + kMultiTensorChunk < pack.items[lo].numel ? begin + kMultiTensorChunk : pack.items[lo].numel;
   return {lo, begin, end};
 }
+
+#ifdef __CUDACC__
+constexpr int kIlp = 4;  // elements a thread loads before it computes and stores any of them
+
+// This thread's elements of chunk c, kIlp at a time, blockDim apart (so a warp's accesses stay
+// coalesced): load(u, i) for each of the kIlp first, then update(u, i) for each, u being the
+// slot in the caller's registers. The compiler would not hoist a later element's loads above an
+// earlier one's stores itself, as far as it knows they may alias: with one element at a time a
+// thread has one element's bytes in flight, and the step cannot fill the memory's bandwidth.
+template <class Load, class Update> __device__ inline void for_each_ilp(const BlockChunk& c, Load load, Update update) {
+  for (int64_t base = c.begin + threadIdx.x; base < c.end; base += kIlp * (int64_t)blockDim.x) {
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u)
+      if (base + u * (int64_t)blockDim.x < c.end) load(u, base + u * (int64_t)blockDim.x);
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u)
+      if (base + u * (int64_t)blockDim.x < c.end) update(u, base + u * (int64_t)blockDim.x);
+  }
+}
+#endif
 
 }  // namespace ampgrad::cuda

@@ -42,6 +42,7 @@ class DeviceGuard {
 // never. Storage (tensor/tensor.cpp) allocates and frees CUDA bytes through these two.
 void* allocate(size_t nbytes, int device);
 void deallocate(void* ptr, int device);
+size_t rounded_block_size(size_t nbytes);  // what allocate takes for nbytes while caching
 // False while AMPGRAD_NO_CUDA_MEMORY_CACHING is set, to any value (as PyTorch's
 // PYTORCH_NO_CUDA_MEMORY_CACHING): then every block is cudaMalloc'd at its exact size and
 // cudaFree'd when released, so compute-sanitizer sees an access past a tensor's end or after its
