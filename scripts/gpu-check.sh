@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-check.sh — everything that needs a GPU, in one run on a fresh GPU machine (< 8 minutes;
-# 114 s on an H200 on 2026-12-04, the build 52 s of it):
+# 108 s on an H200 on 2026-12-04, the build 54 s of it):
 # configure and build for sm_90; the whole ctest suite (CPU and CUDA cases), and after failed
 # tests the first failing suite again under compute-sanitizer with the caching allocator off
 # (memcheck.log); the speed of one training step of a 4 x 4096 MLP at batch 2048 in each

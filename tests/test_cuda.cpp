@@ -274,8 +274,15 @@ TEST_CASE("elementwise kernels in runs of neighbours: contiguous tails, row-broa
     same("a view 4 elements in (runs for float32 and float64)", [](In t) { return t[1].narrow(1, 4, 32) * t[2].narrow(0, 4, 32); });
     same("a view 8 elements in", [](In t) { return t[1].narrow(1, 8, 32) - t[2].narrow(0, 8, 32); });
     same("a transposed copy", [](In t) { return t[1].t().contiguous(); });
-    same("a fill", [](In t) { return zeros_like(t[1]) + 1.5; });
+    same("a fill", [](In t) { return full_like(t[1], 1.5); });
+    same("a same-dtype copy of rows 8 elements in", [](In t) { return t[1].narrow(1, 8, 32).contiguous(); });
     same("a comparison into bool", [](In t) { return lt(t[1], t[2]); });
+  }
+  for (DType dtype : {kInt64, kBool, kFloat8_e4m3fn}) {  // moved, not computed: runs of 2, 16 and 16
+    INFO(std::string(dtype_name(dtype)));
+    const Tensor host = (randn({64, 48}) * 3).to(dtype), dev = host.to(gpu);
+    CHECK(bytes(dev.narrow(1, 16, 32).contiguous()) == bytes(host.narrow(1, 16, 32).contiguous()));
+    CHECK(bytes(dev.t().contiguous()) == bytes(host.t().contiguous()));
   }
 }
 
@@ -474,14 +481,15 @@ TEST_CASE("sync-free step on the GPU: overflow skips bit-identically, clean step
   for (auto& [name, make] : optimizers) {
     INFO(name);
     manual_seed(11);
-    Tensor w = randn({5, 3}), b = randn({3});
-    std::vector<Tensor> on_cpu = {w.clone().requires_grad_(), b.clone().requires_grad_()};
-    std::vector<Tensor> on_gpu = {w.to(gpu).requires_grad_(), b.to(gpu).requires_grad_()};
+    // c spans two of the fused kernels' chunks and every register slot of their threads
+    Tensor w = randn({5, 3}), b = randn({3}), c = randn({16385 + 1000});
+    std::vector<Tensor> on_cpu = {w.clone().requires_grad_(), b.clone().requires_grad_(), c.clone().requires_grad_()};
+    std::vector<Tensor> on_gpu = {w.to(gpu).requires_grad_(), b.to(gpu).requires_grad_(), c.to(gpu).requires_grad_()};
     auto opt_cpu = make(on_cpu), opt_gpu = make(on_gpu);
     amp::GradScaler s_cpu({.init_scale = 1024, .growth_interval = 2}), s_gpu({.init_scale = 1024, .growth_interval = 2});
     // One iteration; overflow plants an inf in the weight's gradient. Returns the step's verdict.
     auto iteration = [](amp::GradScaler& s, optim::Optimizer& opt, const std::vector<Tensor>& p, bool overflow) {
-      s.scale((p[0] * p[0]).sum() + (p[1] * 3.0).sum()).backward();
+      s.scale((p[0] * p[0]).sum() + (p[1] * 3.0).sum() + (p[2] * p[2]).sum()).backward();
       if (overflow) {
         NoGradGuard g;
         p[0].grad().narrow(0, 2, 1).fill_(INFINITY);

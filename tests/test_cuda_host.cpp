@@ -11,6 +11,7 @@
 #include "skip.h"
 
 #ifdef AMPGRAD_WITH_CUDA
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -209,7 +210,7 @@ TEST_CASE("elementwise loops move runs of neighbours only where every operand is
   CHECK_FALSE(moves_in_runs(make_loop<3>("add", {4, 8}, {&out, &a, &column}), 4));  // stride 0 along the last dim
   CHECK_FALSE(moves_in_runs(make_loop<3>("add", {4, 8}, {&out, &a_t, &b}), 4));     // stride 4 along it
   // Views: rows 12 apart keep every run aligned, rows 10 apart do not; nor does a start 8 bytes in.
-  Tensor rows12 = positions({4, 12}).narrow(1, 0, 8), rows10 = positions({4, 10}).narrow(1, 0, 8), shifted = positions({4, 9}).narrow(1, 1, 8);
+  Tensor rows12 = positions({4, 12}).narrow(1, 0, 8), rows10 = positions({4, 10}).narrow(1, 0, 8), shifted = positions({4, 10}).narrow(1, 1, 8);
   CHECK(moves_in_runs(make_loop<2>("copy_", {4, 8}, {&out, &rows12}), 4));
   CHECK(moves_in_runs(make_loop<2>("copy_", {4, 8}, {&out, &rows10}), 2));
   CHECK_FALSE(moves_in_runs(make_loop<2>("copy_", {4, 8}, {&out, &rows10}), 4));
@@ -453,6 +454,7 @@ TEST_CASE("the caching allocator rounds below 1 MiB to 512 B, above to eighths o
   CHECK(cuda::rounded_block_size((2 << 20) - 1) == (2 << 20));
   CHECK(cuda::rounded_block_size((3 << 20) + 1) == (13 << 18));            // steps of 256 KiB up to 4 MiB
   CHECK(cuda::rounded_block_size((size_t(100) << 20) + 1) == (size_t(104) << 20));  // steps of 8 MiB up to 128 MiB
+  CHECK(cuda::rounded_block_size(SIZE_MAX) == SIZE_MAX);  // kept, not wrapped to 0: cudaMalloc reports it
   for (size_t n : {size_t(1) << 20, (size_t(5) << 20) + 3, (size_t(3) << 29) - 1, (size_t(1) << 33) + 12345}) {
     const size_t r = cuda::rounded_block_size(n);
     CHECK(r >= n);

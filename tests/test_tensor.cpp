@@ -579,7 +579,8 @@ DEVICE_TEST_CASE("in-place writes refuse an expanded destination and a partly ov
 TEST_CASE("set_num_threads(0) goes back to OMP_NUM_THREADS where it is set, else to every core") {
   const int threads = get_num_threads();
   const char* env = std::getenv("OMP_NUM_THREADS");
-  const int expected = env ? std::atoi(env) : omp_get_num_procs();
+  const int from_env = env ? std::atoi(env) : 0;  // unset or empty: OpenMP's own default
+  const int expected = from_env > 0 ? from_env : omp_get_num_procs();
   set_num_threads(expected + 1);
   CHECK(get_num_threads() == expected + 1);
   set_num_threads(0);

@@ -4,6 +4,7 @@
 // reuses them without calling CUDA at all. Leaves out what PyTorch's allocator adds: splitting
 // and merging blocks, per-stream pools and events (one stream, runtime.h), memory fractions.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -21,9 +22,12 @@ namespace ampgrad::cuda {
 // Small blocks round to 512 B; from 1 MiB up, to an eighth of the size's power of two (1 MiB
 // stays 1 MiB, 3 MiB + 1 becomes 3.25 MiB), so tensors of nearby sizes (a batch of a different
 // length, say) share a free list and at most 1/8 is wasted, as PyTorch's allocator does with
-// roundup_power2_divisions = 8. (A flat 2 MiB granule, before, gave a 1 MiB tensor 2 MiB.)
+// roundup_power2_divisions = 8. (A flat 2 MiB granule, before, gave a 1 MiB tensor 2 MiB; above
+// 16 MiB the steps are coarser than it was, and no block is split, so a 65 MiB tensor takes 72.)
+// A size no device could hold is kept as it is, for cudaMalloc to refuse.
 size_t rounded_block_size(size_t nbytes) {
   constexpr size_t kSmallLimit = size_t(1) << 20, kSmallGranule = 512, kDivisions = 8;
+  if (nbytes > SIZE_MAX / 2) return nbytes;
   if (nbytes < kSmallLimit) return (nbytes + kSmallGranule - 1) / kSmallGranule * kSmallGranule;
   size_t power = kSmallLimit;
   while (power <= nbytes / 2) power *= 2;
