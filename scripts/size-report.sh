@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# size-report.sh — how big ampgrad is, measured like its speed: library lines per folder, the
+# largest files, the engine, the README, and for each extra (an edge) the core files that name it.
+#   scripts/size-report.sh            # this checkout
+#   scripts/size-report.sh --check    # ... and exit 1 if a budget of DESIGN.md is broken
+# The core is what one AMP step on the CPU runs through: tensor/, autograd/, amp/, nn/, optim/,
+# less the edges' own files (the CUDA backend, FP8, MemoryHistory, Profile, checkpoint,
+# functional, oneDNN). Budgets: no library file over 400 lines, engine.cpp ≤ 200, README ≤ 300,
+# each extra named by ≤ 3 core files outside its own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+check=${1:-}
+src='\.(h|cpp|cu|cuh|inc|def)$'
+lines() { cat "$@" 2>/dev/null | wc -l; }
+library() { git ls-files -co --exclude-standard tensor autograd amp nn optim data distributed | grep -E "$src" || true; }
+edges='(^|/)(float8|memory_history|profile|checkpoint|functional)\.|/onednn/|^tensor/cuda/'
+core() { library | grep -E '^(tensor|autograd|amp|nn|optim)/' | grep -v -E "$edges" || true; }
+fail=0
+
+echo "== library lines per folder"
+for d in tensor/cpu tensor/cuda tensor autograd amp nn optim data distributed examples tests bench; do
+  files=$(git ls-files -co --exclude-standard "$d" | grep -E "$src" || true)
+  [ "$d" = tensor ] && files=$(grep -v -E '^tensor/(cpu|cuda)/' <<<"$files" || true)
+  [ -n "$files" ] && printf '  %-14s %6d\n' "$d" "$(lines $files)"
+done
+printf '  %-14s %6d\n' "library" "$(lines $(library))"
+printf '  %-14s %6d\n' "core" "$(lines $(core))"
+
+echo "== largest library files (budget 400)"
+for f in $(library); do echo "$(lines "$f") $f"; done | sort -rn | head -8 | while read -r n f; do
+  printf '  %6d %s%s\n' "$n" "$f" "$( ((n > 400)) && echo '   OVER')"
+done
+over=$(for f in $(library); do (($(lines "$f") > 400)) && echo "$f"; done || true)
+[ -n "$over" ] && fail=1
+
+echo "== engine"
+walk=$(awk '/^void run_backward\(/{on=1} on{n++} on&&/^}/{print n; exit}' autograd/engine.cpp)
+printf '  %-32s %4d  (budget 200)\n' "autograd/engine.cpp" "$(lines autograd/engine.cpp)"
+printf '  %-32s %4s  (budget 60)\n' "run_backward" "${walk:-?}"
+(($(lines autograd/engine.cpp) > 200)) && fail=1
+((${walk:-999} > 60)) && fail=1
+
+echo "== README"
+printf '  %-32s %4d lines, %d words  (budget 300 lines)\n' README.md "$(lines README.md)" "$(wc -w <README.md)"
+(($(lines README.md) > 300)) && fail=1
+
+# extra ; what names it (a regex) ; its own files (a regex over paths)
+extras=(
+  "float8;float8|Float8|fp8|FP8;(^|/)float8"
+  "memory history;MemoryHistory|memory_history|AllocationName;(^|/)memory_history"
+  "profile;Profile\\b|profile\\.h|KernelScope|InBackward;(^|/)profile\\."
+  "checkpoint;autograd/checkpoint|autograd::checkpoint|checkpoint_sequential;^autograd/checkpoint"
+  "functional;autograd/functional|functional::(jacobian|hessian|vjp|jvp|hvp);^autograd/functional"
+  "oneDNN;onednn|dnnl|oneDNN;/onednn/"
+)
+echo "== extras: core files outside their own that name them (goal <= 3)"
+for e in "${extras[@]}"; do
+  IFS=';' read -r name pattern own <<<"$e"
+  mine=$(core | grep -v -E "$own" | xargs grep -l -E "$pattern" 2>/dev/null || true)
+  n=$(grep -c . <<<"$mine" || true)
+  printf '  %-16s %3d  %s\n' "$name" "$n" "$(tr '\n' ' ' <<<"$mine")"
+done
+if [ "$check" = --check ] && ((fail)); then echo "size-report: a budget is broken (above)"; exit 1; fi
