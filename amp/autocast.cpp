@@ -131,9 +131,18 @@ void Trace::print_summary(std::ostream& os) const {
   os << "autocast trace: " << events_.size() << " op calls\n"
      << std::left << std::setw(15) << "op" << std::setw(26) << "inputs" << std::setw(ran_in_width) << "ran in"
      << std::setw(17) << "policy" << std::right << std::setw(7) << "calls" << std::setw(7) << "casts" << std::setw(12) << "cache hits" << "\n";
-  for (auto& [k, r] : rows)
+  bool outside = false, untyped = false;
+  for (auto& [k, r] : rows) {
     os << std::left << std::setw(15) << std::get<0>(k) << std::setw(26) << std::get<1>(k) << std::setw(ran_in_width) << std::get<2>(k)
        << std::setw(17) << std::get<3>(k) << std::right << std::setw(7) << r.calls << std::setw(7) << r.casts << std::setw(10) << r.hits << "\n";
+    outside |= std::get<3>(k) == "(autocast off)";
+    untyped |= std::get<1>(k) == "-";
+  }
+  // The rows a reader would otherwise puzzle over: calls autocast saw but had no say in.
+  if (outside)
+    os << "(autocast off): called outside every autocast region (a batch moved to the device, the GradScaler's scale, the\n"
+          "  optimizer, the program's own sums), so autocast changed nothing; the dtype is the program's.\n";
+  if (untyped) os << "inputs -: no floating-point input (int64 labels, a bool mask), which autocast never casts.\n";
 }
 
 }  // namespace ampgrad::amp

@@ -1,4 +1,5 @@
-// linalg.cpp — matmul and linear: the GEMM-shaped ops, lower precision under autocast.
+// linalg.cpp — matmul and linear: the GEMM-shaped ops, lower precision under autocast (and mm,
+// bmm: matmul with PyTorch's stricter shape rules).
 // For C = A B the gradients are dA = G Bᵀ and dB = Aᵀ G (G = dL/dC); the transposes are
 // views, read in place by the GEMM kernel. Letters: B batch, M/K/N matrix dims.
 #include "autograd/float8.h"
@@ -57,6 +58,18 @@ static Tensor matmul_after_autocast(const Tensor& a0, const Tensor& b0) {
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = autocast(Op::matmul, a_in, b_in);
   return matmul_after_autocast(a, b);
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  AMPGRAD_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected two 2-D tensors, got shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
+  AMPGRAD_CHECK(a.size(1) == b.size(0), "mm: cannot multiply shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
+  return matmul(a, b);
+}
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  AMPGRAD_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected two 3-D tensors, got shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
+  AMPGRAD_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm: cannot multiply shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape())
+                                                                       << " (the batch sizes must be equal: bmm does not broadcast)");
+  return matmul(a, b);
 }
 
 // y = x Wᵀ + b for checked, cast operands: x (N, Din), weight (Dout, Din), bias (Dout) -> y (N, Dout)

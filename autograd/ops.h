@@ -107,6 +107,11 @@ Tensor to(const Tensor& x, Device device);
 Tensor matmul(const Tensor& a, const Tensor& b);  // 1-D, 2-D, batched 3-D (a 2-D b broadcasts)
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});  // x (N, Din), weight (Dout, Din)
 
+// ---- torch.mm and torch.bmm: matmul under PyTorch's names and its stricter shape rules ----
+// One rank each and no broadcasting, so a wrong shape is an error naming both, not another product.
+Tensor mm(const Tensor& a, const Tensor& b);   // a (M, K) @ b (K, N) -> (M, N)
+Tensor bmm(const Tensor& a, const Tensor& b);  // a (B, M, K) @ b (B, K, N) -> (B, M, N)
+
 // ---- neural-network ops ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

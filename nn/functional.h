@@ -1,7 +1,10 @@
 // functional.h — nn::functional: the stateless forms, so a model can write
 // nn::functional::cross_entropy(logits, y) as in PyTorch. These are the autograd ops
 // themselves (autograd/ops.h), brought in by name; nothing is wrapped or re-implemented. One is
-// composed of them: scaled_dot_product_attention (nn/attention.h).
+// composed of them: scaled_dot_product_attention (nn/attention.h). The names follow
+// torch.nn.functional's: sigmoid or softmax resolve here and in ampgrad:: as in torch and F,
+// matmul or cat only in ampgrad::, and scaled_dot_product_attention only here (torch has no
+// torch.scaled_dot_product_attention). tests/test_pytorch_names.cpp checks both lists.
 //
 //   namespace F = ampgrad::nn::functional;
 //   Tensor loss = F::cross_entropy(F::linear(F::relu(x), w, b), y, {.label_smoothing = 0.1});
@@ -22,6 +25,7 @@ using ampgrad::CrossEntropyOptions;
 using ampgrad::dropout;
 using ampgrad::embedding;
 using ampgrad::gelu;
+using ampgrad::group_norm;
 using ampgrad::layer_norm;
 using ampgrad::linear;
 using ampgrad::log_softmax;
@@ -31,6 +35,8 @@ using ampgrad::nll_loss;
 using ampgrad::NLLLossOptions;
 using ampgrad::Reduction;
 using ampgrad::relu;
+using ampgrad::sigmoid;
 using ampgrad::softmax;
+using ampgrad::tanh;
 
 }  // namespace ampgrad::nn::functional

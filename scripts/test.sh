@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — the README's test command: install what is missing, build, run every doctest
 # suite through ctest. Tests that need a GPU report themselves skipped on a CPU-only machine.
+# Arguments go to ctest (-R test_ops); AMPGRAD_CUDA=ON (as CI sets it) builds the CUDA backend
+# even without a GPU to run it (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

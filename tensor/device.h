@@ -25,6 +25,7 @@ namespace cuda {
 bool is_available();  // built with CUDA and a GPU is present
 int device_count();
 std::string unavailable_reason();  // why is_available() is false ("" when it is true)
+std::string device_name(int device = 0);  // "NVIDIA H200", as torch.cuda.get_device_name; an error without that device
 }  // namespace cuda
 
 }  // namespace ampgrad

@@ -35,11 +35,13 @@ void Profile::print(std::ostream& out) const {
   const double wall = wall_ms();
   double kernels = 0;
   std::ostringstream os;  // its formatting, not the caller's stream's
+  int width = 16;           // the kernel column: its longest name and a space (cross_entropy_backward)
+  for (const ProfileRow& r : rows()) width = std::max(width, int(r.kernel.size()) + 1);
   const auto line = [&](const std::string& what, const std::string& phase, const std::string& calls, double ms) {
-    os << std::left << std::setw(16) << what << std::setw(10) << phase << std::right << std::setw(8) << calls << std::fixed
+    os << std::left << std::setw(width) << what << std::setw(10) << phase << std::right << std::setw(8) << calls << std::fixed
        << std::setprecision(2) << std::setw(12) << ms << std::setprecision(1) << std::setw(8) << 100 * ms / std::max(wall, 1e-9) << "%\n";
   };
-  os << std::left << std::setw(16) << "kernel" << std::setw(10) << "phase" << std::right << std::setw(8) << "calls" << std::setw(12)
+  os << std::left << std::setw(width) << "kernel" << std::setw(10) << "phase" << std::right << std::setw(8) << "calls" << std::setw(12)
      << "total ms" << std::setw(9) << "share" << "\n";
   for (const ProfileRow& r : rows()) {
     line(r.kernel, r.backward ? "backward" : "other", std::to_string(r.calls), r.ms);

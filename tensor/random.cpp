@@ -98,7 +98,7 @@ Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
 }
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
   AMPGRAD_CHECK(high > low, "randint: empty range [" << low << ", " << high << ")");
-  Tensor t = fresh(shape, opts);
+  Tensor t = fresh(shape, opts.dtype(opts.dtype_or(kInt64)));
   uint64_t span = uint64_t(high - low);
   return fill_from(t, gen, [=](Generator& g) { return double(low + int64_t(g.next() % span)); });
 }

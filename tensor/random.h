@@ -74,7 +74,7 @@ void manual_seed(uint64_t seed);  // seeds the default generator
 
 Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);   // U[0, 1)
 Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);  // N(0, 1)
-Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = TensorOptions(kInt64), Generator* gen = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);  // int64 unless opts choose
 Tensor randperm(int64_t n, Generator* gen = nullptr);  // int64 permutation of [0, n)
 
 // In-place fills (no autograd): initialisers use these.

@@ -23,6 +23,7 @@ namespace cuda {  // without the backend: no devices (tensor/cuda/runtime.cpp ot
 bool is_available() { return false; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return "no CUDA device: ampgrad was built without the CUDA backend"; }
+std::string device_name(int device) { throw Error("cuda::device_name(" + std::to_string(device) + "): " + unavailable_reason()); }
 }  // namespace cuda
 #endif
 
@@ -110,10 +111,10 @@ template <class T> T Tensor::item() const {
 Tensor empty(const Shape& shape, TensorOptions o) {
   for (int64_t d : shape) AMPGRAD_CHECK(d >= 0, "empty: negative dimension in shape " << shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(numel_of(shape) * itemsize(o.dtype_), o.device_);
+  impl->dtype = o.dtype_or(kFloat32);
+  impl->storage = std::make_shared<Storage>(numel_of(shape) * itemsize(impl->dtype), o.device_);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
-  impl->dtype = o.dtype_;
   Tensor t(impl);
   if (o.requires_grad_) t.requires_grad_();
   return t;
@@ -138,13 +139,14 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   int64_t n = (int64_t)std::ceil((end - start) / step);
   std::vector<double> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = start + i * step;
-  return from_vector(v, {n}, o);
+  return from_vector(v, {n}, o.dtype(o.dtype_or(kFloat32)));
 }
-Tensor arange(int64_t end, TensorOptions o) { return arange(0.0, (double)end, 1.0, o); }
+Tensor arange(int64_t end, TensorOptions o) { return arange(0.0, (double)end, 1.0, o.dtype(o.dtype_or(kInt64))); }
 
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions o) {
   Tensor host = empty(shape, TensorOptions(dtype));
   if (host.numel() > 0) std::memcpy(host.raw_data(), data, host.numel() * itemsize(dtype));  // an empty vector's data may be null
+  o = o.dtype(o.dtype_or(dtype));  // no dtype chosen: the data's own
   if (o.dtype_ == dtype && o.device_.is_cpu()) return o.requires_grad_ ? host.requires_grad_() : host;
   Tensor out = empty(shape, o.requires_grad(false));
   kernels::copy_(out, host);

@@ -47,8 +47,12 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;
 };
 
+// What a creation function makes: a dtype, a device, requires_grad. "No dtype chosen" is kept
+// apart from float32, so each function fills in its own default: float32 for zeros or randn,
+// the element type for from_vector, int64 for randint, as PyTorch's factory functions do.
+//   from_vector(std::vector<int64_t>{1, 2}, {2}, TensorOptions().device(d))  // int64 on d
 struct TensorOptions {
-  DType dtype_ = kFloat32;
+  std::optional<DType> dtype_;
   Device device_ = Device::cpu();
   bool requires_grad_ = false;
   TensorOptions() = default;
@@ -57,6 +61,7 @@ struct TensorOptions {
   TensorOptions dtype(DType t) const { auto o = *this; o.dtype_ = t; return o; }
   TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
   TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+  DType dtype_or(DType fallback) const { return dtype_.value_or(fallback); }
 };
 
 Shape contiguous_strides(const Shape& shape);
@@ -175,13 +180,13 @@ Tensor ones(const Shape& shape, TensorOptions opts = {});
 Tensor full(const Shape& shape, double value, TensorOptions opts = {});
 Tensor scalar_tensor(double value, TensorOptions opts = {});  // 0-d
 Tensor arange(double start, double end, double step = 1, TensorOptions opts = {});
-Tensor arange(int64_t end, TensorOptions opts = TensorOptions(kInt64));
+Tensor arange(int64_t end, TensorOptions opts = {});  // int64 unless opts choose a dtype
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
-// Copies `values` (converted to opts.dtype) into a new tensor of the given shape.
-template <class T> Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions opts = TensorOptions(dtype_of<T>()));
+// Copies `values` into a new tensor of the given shape, converted to opts' dtype if it names one.
+template <class T> Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions opts = {});
 template <class T> Tensor from_vector(const std::vector<T>& values) { return from_vector(values, {(int64_t)values.size()}); }
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions opts = {});  // copies
 template <class T> std::vector<T> to_vector(const Tensor& t);  // row-major values, converted to T

@@ -239,3 +239,29 @@ TEST_CASE("binary_cross_entropy after a float16 sigmoid, and the logits form tha
   CHECK(x.grad().item<double>() == doctest::Approx(1 / (1 + std::exp(-9.0))).epsilon(1e-3));  // σ(9) − 0, through the float16 cast
   CHECK(std::string(amp::why_banned(amp::Op::binary_cross_entropy)).find("binary_cross_entropy_with_logits") != std::string::npos);
 }
+
+// The trace's legend: rows of calls outside autocast, or with no floating input, are explained
+// under the table, and only when the table has them.
+TEST_CASE("the autocast trace explains its (autocast off) and input-less rows, only when it has them") {
+  auto summary = [](auto body) {
+    amp::Trace trace;
+    body();
+    std::ostringstream os;
+    trace.print_summary(os);
+    return os.str();
+  };
+  auto has = [](const std::string& s, const char* part) { return s.find(part) != std::string::npos; };
+  const std::string inside = summary([] {
+    amp::autocast ac(DeviceType::CPU, kFloat16);
+    (void)matmul(ones({2, 2}), ones({2, 2}));
+  });
+  CHECK(!has(inside, "(autocast off)"));
+  CHECK(!has(inside, "inputs -:"));
+  const std::string outside = summary([] {
+    (void)matmul(ones({2, 2}), ones({2, 2}));
+    (void)to(from_vector<int64_t>({1, 2}), Device::cpu());
+  });
+  CHECK(has(outside, "matmul         float32,float32           float32   (autocast off)"));
+  CHECK(has(outside, "\n(autocast off): called outside every autocast region"));
+  CHECK(has(outside, "\ninputs -: no floating-point input"));
+}

@@ -230,7 +230,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     if (c.fgsm_eps > 0) log << "  fgsm_acc " << r.fgsm_acc;
     log << std::setprecision(2) << "  " << r.seconds << "s";
     if (use_scaler) log << "  scale " << std::setprecision(0) << r.scale << "  skipped " << r.skipped_steps;
-    log << std::setprecision(1) << "  step_peak " << double(r.step_peak_bytes) / (1 << 20) << "MiB" << std::defaultfloat << "\n";
+    log << std::setprecision(1) << "  step_peak " << double(r.step_peak_bytes) / (1 << 20) << "MiB" << std::defaultfloat
+        << std::endl;  // flushed: the line shows as the epoch ends, through a pipe too (tee, CI logs)
     if (metrics) metrics << r.epoch << "," << r.train_loss << "," << r.test_loss << "," << r.test_acc << "," << r.seconds << ","
                          << r.scale << "," << r.skipped_steps << "," << r.step_peak_bytes
                          << (c.fgsm_eps > 0 ? "," + std::to_string(r.fgsm_acc) : "") << std::endl;

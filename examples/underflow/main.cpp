@@ -11,9 +11,10 @@
 // the float32 loss) that has underflowed before any linear sees it. Under bfloat16 it trains.
 // The output layer starts at zero, a common init for regression.
 //
-//   build/examples/underflow --csv runs/underflow.csv     # then scripts/plot-underflow.sh
+//   build/examples/underflow     # writes runs/underflow.csv, which scripts/plot-underflow.sh draws
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -40,10 +41,10 @@ struct Run {
 
 int main(int argc, char** argv) {
   int steps = 300, log_every = 10;
-  std::string csv;
+  std::string csv = "runs/underflow.csv";
   CLI::App app{"Train one model six ways to show float16 gradient underflow and how loss scaling prevents it."};
   app.add_option("--steps", steps)->capture_default_str();
-  app.add_option("--csv", csv, "write the loss curves (step, one column per run)");
+  app.add_option("--csv", csv, "write the loss curves here (step, one column per run; \"\" for none)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return report_errors("underflow", [&] {
     // data: x (N, Din) ~ N(0, 1); targets (N, Dout) from a fixed random teacher, magnitude ~3e-3
@@ -111,7 +112,9 @@ int main(int argc, char** argv) {
     std::cout << "\nThe float32 run's first-layer gradients at the end, as float16 would hold them:\n";
     amp::print_grad_health(std::cout, "fc1.weight", f32.health_unscaled, f32.health_scaled);
     if (!csv.empty()) {
+      if (std::filesystem::path dir = std::filesystem::path(csv).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
       std::ofstream out(csv);
+      AMPGRAD_CHECK(out, "underflow: cannot write --csv " << csv);
       out << "step";
       for (const Run& r : runs) out << "," << r.name;
       out << "\n";

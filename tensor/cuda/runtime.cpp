@@ -54,6 +54,13 @@ static const std::pair<int, std::string>& device_query() {
 int device_count() { return device_query().first; }
 bool is_available() { return device_count() > 0; }
 std::string unavailable_reason() { return device_query().second; }
+std::string device_name(int device) {
+  AMPGRAD_CHECK(device >= 0 && device < device_count(), "cuda::device_name(" << device << "): this machine has " << device_count() << " CUDA device(s)"
+                                                            << (is_available() ? "" : ": " + unavailable_reason()));
+  cudaDeviceProp prop;
+  AMPGRAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop.name;
+}
 
 // A process-wide switch, as torch.backends.cuda.matmul.allow_tf32 is; atomic so any thread may flip it.
 static std::atomic<bool> allow_tf32{false};

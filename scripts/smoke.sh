@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# smoke.sh — runs every command the README's quick start and examples advertise, each with tiny
+# settings (a few hundred samples, a few steps), and fails if one exits non-zero or gnuplot
+# warns. It checks that they run and plot, not what they compute (tests/ does that). Like the
+# commands themselves it writes into runs/. Once built: 46 s on 2 idle cores, 2.5 min beside another
+# program. CI runs it after the tests.
+#   scripts/smoke.sh          # all of them
+#   scripts/smoke.sh gpt      # only the commands whose line contains "gpt"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+filter=${1:-}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=()
+
+# check COMMAND...: runs it from the repository root; a non-zero exit or a gnuplot warning
+# ("Warning: empty x range", "line 9: warning: ...") fails it and shows its last lines.
+check() {
+  [[ -z $filter || "$*" == *"$filter"* ]] || return 0
+  local start=$SECONDS status=0
+  "$@" >"$work/log" 2>&1 || status=$?
+  if ((status == 0)) && ! grep -qE '^Warning: |line [0-9]+: warning:' "$work/log"; then
+    printf 'ok   %3d s  %s\n' $((SECONDS - start)) "$*"
+  else
+    printf 'FAIL %3d s  %s  (exit %d)\n' $((SECONDS - start)) "$*" "$status"
+    tail -n 15 "$work/log" | sed 's/^/       | /'
+    failed+=("$*")
+  fi
+}
+
+echo "smoke: building the examples"
+AMPGRAD_QUIET=1 scripts/build.sh mnist amp_step underflow memory gpt
+
+# The quick start's trainer and the flags the README passes through it: 2 epochs of 256 samples.
+tiny=(--epochs 2 --limit-train 256 --limit-test 256)
+check scripts/run-mnist.sh "${tiny[@]}"
+for flags in "--amp off" "--amp bf16" "--model cnn" "--model cnn-bn" "--model cnn-gn" "--dataset fashion" \
+             "--data data-cache/mnist" "--optimizer adam" "--accum-steps 2" "--clip-grad 1.0" "--grad-penalty 1" \
+             "--fgsm 0.1" "--float8" "--amp-trace" "--profile" "--memory-peak" "--checkpoint 2"; do
+  # shellcheck disable=SC2086  # the flags split into words on purpose
+  check scripts/run-mnist.sh "${tiny[@]}" $flags
+done
+check scripts/run-mnist.sh --amp-policy
+check scripts/run-mnist.sh --epochs 1 --limit-train 256 --limit-test 256 --save "$work/mnist.safetensors"
+check scripts/run-mnist.sh "${tiny[@]}" --resume "$work/mnist.safetensors" --save "$work/mnist.safetensors"
+check build/examples/mnist --help
+
+# The five programs that teach by showing, and their plots.
+check build/examples/amp_step --steps 2
+rm -f runs/underflow.csv
+check build/examples/underflow --steps 30
+check test -s runs/underflow.csv  # written without asking, so the plot does not train again
+check scripts/plot-underflow.sh
+check build/examples/memory --at-peak --steps 1 --blocks 4 --width 128 --batch 256 --timeline runs/memory-timeline.dat
+check scripts/plot-memory.sh
+gpt_tiny=(--steps 6 --eval-every 3 --eval-batches 2 --sample 40)
+for flags in "--amp bf16" "--amp off" "--amp fp16" "--amp-trace" "--profile" "--checkpoint 2" "--accum-steps 2"; do
+  # shellcheck disable=SC2086
+  check build/examples/gpt "${gpt_tiny[@]}" $flags
+done
+check build/examples/gpt "${gpt_tiny[@]}" --stop-after 3 --save "$work/gpt.safetensors"
+check build/examples/gpt "${gpt_tiny[@]}" --resume "$work/gpt.safetensors"
+
+if ((${#failed[@]})); then
+  echo "smoke: ${#failed[@]} command(s) failed"
+  exit 1
+fi
+echo "smoke: every command ran, ${SECONDS} s"
