@@ -16,7 +16,7 @@ DEVICE_TEST_CASE("the post-accumulate-grad hook hears each leaf of an MLP once, 
   // loss = sum(relu(x w1 + b1) w2 + b2), with values whose gradients are exact in float64.
   auto leaf = [&](std::vector<double> v, Shape s) { return from_vector<double>(v, s).to(dev).requires_grad_(); };
   const Tensor x = from_vector<double>({1, -2, 3, 0.5, 1, -1}, {2, 3}).to(dev);
-  Tensor w1 = leaf({1, 0, -1, 2, 1, 1}, {3, 2}), b1 = leaf({0.5, 1}, {2});
+  Tensor w1 = leaf({1, 0, -1, 2, 1, 1}, {3, 2}), b1 = leaf({0.5, 2}, {2});
   Tensor w2 = leaf({2, -1}, {2, 1}), b2 = leaf({3}, {1});
   const std::vector<Tensor> params{w1, b1, w2, b2};
   std::vector<std::pair<int, std::vector<double>>> heard;  // (which param, its .grad then)
@@ -26,12 +26,12 @@ DEVICE_TEST_CASE("the post-accumulate-grad hook hears each leaf of an MLP once, 
   });
   auto step = [&] { sum(matmul(relu(matmul(x, w1) + b1), w2) + b2).backward(); };
 
-  step();  // h = relu(x w1 + b1) = [[6.5, 0], [0, 2]]; dh = [[2, -1], [2, -1]] masked by h > 0
+  step();  // h = relu(x w1 + b1) = relu([[6.5, 1], [-1, 3]]); dh = [[2, -1], [2, -1]], masked by h > 0
   const std::vector<std::pair<int, std::vector<double>>> once{
       {3, {2}},                          // db2 = column sums of ones
-      {2, {6.5, 2}},                     // dw2 = hᵀ 1
-      {1, {2, -1}},                      // db1 = column sums of dh·mask = [[2, 0], [0, -1]]
-      {0, {2, -0.5, -4, -1, 6, 1}}};     // dw1 = xᵀ [[2, 0], [0, -1]]
+      {2, {6.5, 4}},                     // dw2 = hᵀ 1
+      {1, {2, -2}},                      // db1 = column sums of dz = dh·mask = [[2, -1], [0, -1]]
+      {0, {2, -1.5, -4, 1, 6, -2}}};     // dw1 = xᵀ dz
   CHECK(heard == once);
 
   heard.clear();
