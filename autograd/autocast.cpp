@@ -8,14 +8,14 @@
 #include "autograd/autocast.h"
 
 #include "autograd/node.h"
-#include "tensor/memory_history.h"
+#include "tensor/observer.h"
 
 namespace ampgrad::autograd {
 
-// A cast autocast makes, counted in the trace and named in a MemoryHistory.
+// A cast autocast makes, counted in the trace and named as its maker (observer.h).
 static Tensor uncached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) {
   ev.casts++;
-  AllocationName named("autocast cast");
+  MadeBy named("autocast cast");
   return cast(x, target);
 }
 
@@ -28,7 +28,7 @@ static Tensor cached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) {
   Tensor c;
   {
     EnableGradGuard with_grad;
-    AllocationName named("autocast weight cache");
+    MadeBy named("autocast weight cache");
     c = cast(x, target);
   }
   // Every backward in the region (micro-batches) runs through this one cast node: it saves

@@ -3,7 +3,7 @@
 #include "autograd/float8.h"
 
 #include "autograd/op_support.h"
-#include "tensor/memory_history.h"
+#include "tensor/observer.h"
 
 namespace ampgrad {
 
@@ -24,7 +24,7 @@ Float8Tensor to_float8(const Tensor& x, DType float8_dtype) {
   AMPGRAD_CHECK(is_float8(float8_dtype), "to_float8: the target must be a float8 dtype, got " << dtype_name(float8_dtype));
   AMPGRAD_CHECK(x.defined() && x.is_floating_point() && !is_float8(x.dtype()),
                 "to_float8: expected a float32, float64, float16 or bfloat16 tensor, got " << (x.defined() ? dtype_name(x.dtype()) : "an undefined one"));
-  AllocationName named("to_float8");  // its result and scales, for a MemoryHistory
+  MadeBy named("to_float8");  // its result and scales, for a MemoryHistory
   const TensorOptions f32 = TensorOptions(kFloat32).device(x.device());
   // Two passes over x, each a kernel (tensor/float8.h has their per-element rules); the scales
   // are 0-d tensors on x's device, so nothing waits for the host.

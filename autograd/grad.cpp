@@ -1,8 +1,11 @@
 // grad.cpp — autograd::grad: the engine run with its inputs' gradients taken on the way and no
-// leaf accumulation.
+// leaf accumulation, only the part of the graph that leads to them running; and
+// composite_backward, a fused backward's recordable twin, which runs the engine the same way.
 #include "autograd/grad.h"
 
-#include "autograd/node.h"
+#include <algorithm>
+
+#include "autograd/engine_parts.h"
 
 namespace ampgrad::autograd {
 
@@ -36,6 +39,30 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     gradients.push_back(g);
   }
   return gradients;
+}
+
+// Children come before parents in this depth-first post-order, the graph being acyclic, so a
+// node's edges are decided before the node is.
+Wanted::Wanted(const Catches& catches, Node& root) : catches_(catches) {
+  if (catches.accumulate_leaves) return;
+  std::unordered_set<Node*> seen;
+  std::vector<std::pair<Node*, bool>> dfs{{&root, false}};  // (node, its children done)
+  while (!dfs.empty()) {
+    auto [n, children_done] = dfs.back();
+    dfs.pop_back();
+    if (children_done) {
+      if (std::any_of(n->edges.begin(), n->edges.end(), [this](const Edge& e) { return (*this)(e); })) runs_.insert(n);
+    } else if (seen.insert(n).second) {
+      dfs.push_back({n, true});
+      for (Edge& e : n->edges)
+        if (e.fn && !catches.stops(e.fn.get()) && !seen.count(e.fn.get())) dfs.push_back({e.fn.get(), false});
+    }
+  }
+}
+
+bool Wanted::operator()(const Edge& e) const {
+  if (!e || catches_.accumulate_leaves) return bool(e);
+  return catches_.stops(key_of(e)) || (e.fn && (catches_.observes(e.fn.get()) || runs_.count(e.fn.get())));
 }
 
 // Each wanted input enters the composite through a view of its own, whose node is a stop: its

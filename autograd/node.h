@@ -82,7 +82,7 @@ class Saved {
 };
 
 // Tag for record(): the backward calls kernels directly, so a create_graph backward cannot
-// record it; a second backward through its gradients raises (engine.cpp). The library's own
+// record it; a second backward through its gradients raises (double_backward.cpp). The library's own
 // backwards need it nowhere; it is for a new op that has no better answer (docs/double-backward.md).
 struct OnceDifferentiable {};
 inline constexpr OnceDifferentiable once_differentiable{};
@@ -91,7 +91,7 @@ inline constexpr OnceDifferentiable once_differentiable{};
 // kernels (layer_norm's, batch_norm's closed form) then returns composite_backward instead: the
 // gradients of `forward`, the op written in the library's own ops, taken with create_graph from
 // the inputs (Saved, so linked) and g. The fused path stays the fast one; this one is exact to
-// any order. (grad.cpp)
+// any order. (double_backward.cpp; composite_backward: grad.cpp)
 bool recording_backward();
 using CompositeFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 Grads composite_backward(const CompositeFn& forward, const std::vector<Tensor>& inputs, const Tensor& g, const Needs& needs);
@@ -120,6 +120,9 @@ struct Catches {
   // true: other leaves add their gradients into .grad. false (grad()): no .grad changes, and only
   // the nodes that lead to a stop or observe point run.
   bool accumulate_leaves = true;
+
+  bool stops(const void* key) const { return stop_at && stop_at->count(key); }
+  bool observes(Node* n) const { return observe && observe->count(n); }
 };
 
 // Runs the backward pass from `roots`, each with its gradient (the engine: engine.cpp). With

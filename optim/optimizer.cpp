@@ -9,7 +9,7 @@
 #include <iterator>
 #include <optional>
 
-#include "tensor/memory_history.h"
+#include "tensor/observer.h"
 #ifdef AMPGRAD_WITH_CUDA
 #include "tensor/cuda/runtime.h"  // DeviceGuard
 #endif
@@ -110,7 +110,7 @@ void Optimizer::run_step(const Tensor& found_inf) {
   // (On a GPU the kernels may still skip on found_inf; the version moves regardless.)
   for (size_t i : active) params_[i].bump_version();
 
-  AllocationName named("optimizer state");  // for a MemoryHistory
+  MadeBy named("optimizer state");  // what its blocks are, to a listener naming memory
   for (size_t i : active) {
     ParamState& st = state_[i];
     if (st.step.defined()) continue;

@@ -5,7 +5,7 @@
 #include "tensor/backends.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
 #include "tensor/elementwise_ops.h"
-#include "tensor/profile.h"
+#include "tensor/observer.h"
 #ifdef AMPGRAD_WITH_CUDA
 #include "tensor/cuda/runtime.h"  // DeviceGuard
 #endif
@@ -42,23 +42,23 @@ static Device common_device(const char* op, std::initializer_list<const Tensor*>
   return first->device();
 }
 
-// Runs a primitive on its tensors' device, timed under the kernel's name when a Profile is on
-// and its allocations named by it for a MemoryHistory (tensor/profile.h). A CUDA call runs with its tensors' GPU current: kernels launch, scratch
-// memory is taken and a Profile waits where the tensors live (cuda:1 with cuda:0 current would
-// be an illegal address).
+// Runs a primitive on its tensors' device, announced under the kernel's name, which also names
+// what it allocates (tensor/observer.h). A CUDA call runs with its tensors' GPU current: kernels
+// launch, scratch memory is taken and a listener waits where the tensors live (cuda:1 with
+// cuda:0 current would be an illegal address).
 template <class CudaCall, class CpuCall>
 static auto on_device(const char* kernel, Device d, [[maybe_unused]] CudaCall cuda_call, CpuCall cpu_call) {
 #ifdef AMPGRAD_WITH_CUDA
   if (d.is_cuda()) {
     cuda::DeviceGuard guard(d.index);
-    KernelScope scope(kernel, d);
+    KernelCall call(kernel, d);
     return cuda_call();
   }
 #endif
-  KernelScope scope(kernel, d);
+  KernelCall call(kernel, d);
   return cpu_call();
 }
-// op names the call in error messages, kernel in a Profile (they differ for conv2d's im2col/col2im).
+// op names the call in error messages, kernel to listeners (they differ for conv2d's im2col/col2im).
 #ifdef AMPGRAD_WITH_CUDA
 #define ON_DEVICE(kernel, device, call) on_device(kernel, device, [&] { return cuda::call; }, [&] { return cpu::call; })
 #else
@@ -323,12 +323,12 @@ void copy_(const Tensor& dst, const Tensor& src) {
   if (dst.device().is_cuda() || src.device().is_cuda()) {
     const Device gpu = dst.device().is_cuda() ? dst.device() : src.device();
     cuda::DeviceGuard guard(gpu.index);
-    KernelScope scope("copy_", gpu);
+    KernelCall call("copy_", gpu);
     return cuda::copy_(dst, src);
   }
 #endif
   common_device("copy_", {&dst, &src}, /*float8_ok=*/true);
-  KernelScope scope("copy_", dst.device());
+  KernelCall call("copy_", dst.device());
   cpu::copy_(dst, src);
 }
 

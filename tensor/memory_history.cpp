@@ -1,5 +1,5 @@
-// memory_history.cpp — the event log behind a MemoryHistory, and the thread-local name its
-// events are stamped with. Questions replay the log, so recording costs one append per block
+// memory_history.cpp — the event log behind a MemoryHistory, each allocation stamped with its
+// maker (observer.h's MadeBy). Questions replay the log, so recording costs one append per block
 // and nothing is decided until asked.
 #include "tensor/memory_history.h"
 
@@ -16,35 +16,26 @@
 
 namespace ampgrad {
 namespace {
-// The recording history, and the lock every event and every question takes: allocators call in
-// from any thread, and a history must not go while one is inside it.
-std::atomic<MemoryHistory*> recording{nullptr};
+// The lock every event and every question takes: allocators announce from any thread.
 std::mutex& history_mutex() {
-  static std::mutex* mu = new std::mutex;  // never destroyed: static tensors free into it at exit
+  static std::mutex* mu = new std::mutex;  // never destroyed: static tensors free at exit
   return *mu;
 }
+std::atomic<bool> recording{false};     // one history at a time
 std::atomic<int64_t> lost_events{0};  // events a history could not keep (out of memory)
-
-struct Name {
-  const char* name = nullptr;  // null: nothing names this thread's allocations now
-  const char* suffix = "";
-  bool weak = false;
-};
-thread_local Name current;
 
 double mib(int64_t bytes) { return double(bytes) / (1 << 20); }
 }  // namespace
 
 MemoryHistory::MemoryHistory(Device device) : device_(device), start_(std::chrono::steady_clock::now()) {
-  std::lock_guard lock(history_mutex());
+  AMPGRAD_CHECK(!recording.exchange(true), "MemoryHistory: another one is recording (one at a time)");
   lost_at_start_ = lost_events.load();
-  MemoryHistory* none = nullptr;
-  AMPGRAD_CHECK(recording.compare_exchange_strong(none, this), "MemoryHistory: another one is recording (one at a time)");
+  add_observer(this);
 }
 
 MemoryHistory::~MemoryHistory() {
-  std::lock_guard lock(history_mutex());
-  recording = nullptr;
+  remove_observer(this);
+  recording = false;
 }
 
 void MemoryHistory::add(const void* block, int64_t bytes, const char* name, const char* suffix, bool weak) {
@@ -64,25 +55,23 @@ void MemoryHistory::add(const void* block, int64_t bytes, const char* name, cons
   }
 }
 
-void MemoryHistory::allocated(Device device, const void* block, int64_t bytes) noexcept {
-  if (!recording.load(std::memory_order_relaxed)) return;
+void MemoryHistory::on_alloc(Device device, const void* block, int64_t bytes) {
+  if (device != device_) return;
+  Maker m = MadeBy::now();
+  if (!m.name) m = {"(outside kernels)", "", true};
   try {
     std::lock_guard lock(history_mutex());
-    MemoryHistory* h = recording.load();
-    if (!h || h->device_ != device) return;
-    const Name n = current.name ? current : Name{"(outside kernels)", "", true};
-    h->add(block, bytes, n.name, n.suffix, n.weak);
+    add(block, bytes, m.name, m.suffix, m.weak);
   } catch (...) {
     ++lost_events;
   }
 }
 
-void MemoryHistory::freed(Device device, const void* block, int64_t bytes) noexcept {
-  if (!recording.load(std::memory_order_relaxed)) return;
+void MemoryHistory::on_free(Device device, const void* block, int64_t bytes) {
+  if (device != device_) return;
   try {
     std::lock_guard lock(history_mutex());
-    MemoryHistory* h = recording.load();
-    if (h && h->device_ == device) h->add(block, -bytes, nullptr, nullptr, false);
+    add(block, -bytes, nullptr, nullptr, false);
   } catch (...) {
     ++lost_events;
   }
@@ -90,17 +79,14 @@ void MemoryHistory::freed(Device device, const void* block, int64_t bytes) noexc
 
 // The name is written into the block's allocation event, so every question, the peak's
 // included, sees the block as the op's.
-void name_output(const Tensor& out, const char* op) noexcept {
+void MemoryHistory::on_op_output(const Tensor& out, const char* op) {
   // A view's block is its base's, named already (a view of a weight is not the weight's maker).
-  if (!recording.load(std::memory_order_relaxed) || current.name || !out.defined() || out.impl().is_view) return;
-  const Storage& s = *out.impl().storage;
+  if (MadeBy::now().name || !out.defined() || out.impl().is_view || out.device() != device_) return;
   try {
     std::lock_guard lock(history_mutex());
-    MemoryHistory* h = recording.load();
-    if (!h || h->device_ != s.device) return;
-    auto it = h->allocated_at_.find(s.data);
-    if (it == h->allocated_at_.end()) return;
-    MemoryHistory::Event& e = h->events_[it->second];
+    auto it = allocated_at_.find(out.impl().storage->data);
+    if (it == allocated_at_.end()) return;
+    Event& e = events_[it->second];
     if (e.weak) e = {e.block, e.bytes, op, "", false, e.ms};  // the first op to record it
   } catch (...) {
     ++lost_events;
@@ -204,16 +190,6 @@ void MemoryHistory::print(std::ostream& out, size_t rows) const {
   if (const int64_t lost = lost_events.load() - lost_at_start_)
     os << "  (" << lost << " allocator events could not be recorded, out of memory: the figures miss them)\n";
   out << os.str();
-}
-
-AllocationName::AllocationName(const char* name, const char* suffix, bool weak) {
-  if (current.name) return;  // the outermost name holds
-  current = {name, suffix, weak};
-  set_ = true;
-}
-
-AllocationName::~AllocationName() {
-  if (set_) current = {};
 }
 
 }  // namespace ampgrad

@@ -6,10 +6,10 @@
 //     train_step();
 //     history.print(std::cout); }   // the peak, and what was alive then, grouped by maker
 //
-// While it lives, the device's allocator reports every block it hands out and takes back, with
-// sizes as memory_stats counts them, so peak_bytes() is how far memory_stats' peak rose (reset
-// as the history begins, with one thread allocating). A block is named for what made it, the
-// outermost of these:
+// While it lives it hears (tensor/observer.h) the device's allocator announce every block it
+// hands out and takes back, with sizes as memory_stats counts them, so peak_bytes() is how far
+// memory_stats' peak rose (reset as the history begins, with one thread allocating). A block is
+// named for what made it, the outermost MadeBy scope alive on the thread that allocated it:
 //   - in backward, "<op> backward": all that a node's backward allocates, the gradient it returns
 //     included ("checkpoint backward" holds the rerun region's activations); where gradients
 //     meet, "gradient sum", and a copy made to become a leaf's .grad, "AccumulateGrad";
@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "tensor/device.h"
+#include "tensor/observer.h"
 
 namespace ampgrad {
 
@@ -48,10 +49,10 @@ struct MemoryPoint {
   int64_t bytes;  // allocated above what was allocated when it began
 };
 
-class MemoryHistory {
+class MemoryHistory final : public Observer {
  public:
   explicit MemoryHistory(Device device = Device::cpu());
-  ~MemoryHistory();
+  ~MemoryHistory() override;
   MemoryHistory(const MemoryHistory&) = delete;
   MemoryHistory& operator=(const MemoryHistory&) = delete;
 
@@ -64,13 +65,6 @@ class MemoryHistory {
   std::vector<MemoryPoint> timeline() const;  // after each allocation and free, in order
   // The peak, the maker of the block that reached it, and live_at_peak's largest rows.
   void print(std::ostream& os, size_t rows = 10) const;
-
-  // For the allocators (tensor/cpu/allocator.cpp, tensor/cuda/allocator.cpp): one call per
-  // block handed out or taken back, bytes as counted in memory_stats. Cost an atomic load while
-  // no history records; never throw (freed runs in Storage's destructor): an event that cannot
-  // be kept is counted, and print says so.
-  static void allocated(Device device, const void* block, int64_t bytes) noexcept;
-  static void freed(Device device, const void* block, int64_t bytes) noexcept;
 
  private:
   struct Event {
@@ -85,7 +79,11 @@ class MemoryHistory {
   Replay replay(size_t events) const;  // the state after events_[0, events)
   static std::vector<MemoryGroup> grouped(const Replay& r);
   void add(const void* block, int64_t bytes, const char* name, const char* suffix, bool weak);
-  friend void name_output(const Tensor& out, const char* op) noexcept;
+  // What it hears: never throws (a free comes from Storage's destructor): an event that cannot be
+  // kept is counted, and print says so.
+  void on_alloc(Device device, const void* block, int64_t bytes) override;
+  void on_free(Device device, const void* block, int64_t bytes) override;
+  void on_op_output(const Tensor& out, const char* op) override;  // a primitive's block takes the op's name
 
   Device device_;
   std::chrono::steady_clock::time_point start_;
@@ -94,23 +92,5 @@ class MemoryHistory {
   int64_t now_ = 0, peak_ = 0, lost_at_start_ = 0;
   size_t peak_event_ = 0;  // events_[0, peak_event_) reach the peak
 };
-
-// Names what this thread allocates while it lives, for a MemoryHistory; the outermost name holds.
-// The engine names each node's backward, autocast its casts, the dispatcher each primitive (a
-// weak name: the op that records the block as its output renames it). The strings must outlive
-// the history: string literals, or a node's name.
-class AllocationName {
- public:
-  explicit AllocationName(const char* name, const char* suffix = "", bool weak = false);
-  ~AllocationName();
-  AllocationName(const AllocationName&) = delete;
-  AllocationName& operator=(const AllocationName&) = delete;
-
- private:
-  bool set_ = false;
-};
-
-// For record(): out's block, if a primitive made it in the forward, takes the op's name.
-void name_output(const Tensor& out, const char* op) noexcept;
 
 }  // namespace ampgrad

@@ -14,13 +14,19 @@
 
 namespace ampgrad {
 namespace {
-thread_local Profile* active = nullptr;
-thread_local int depth = 0;  // nested KernelScopes alive
-thread_local bool in_backward = false;
+thread_local Profile* active = nullptr;  // this thread's innermost
 }  // namespace
 
-Profile::Profile(bool sync_cuda) : start_(Clock::now()), sync_cuda_(sync_cuda), prev_(active) { active = this; }
-Profile::~Profile() { active = prev_; }
+Profile::Profile(bool sync_cuda) : start_(Clock::now()), sync_cuda_(sync_cuda), prev_(active) {
+  active = this;
+  add_observer(this);
+}
+Profile::~Profile() {
+  remove_observer(this);
+  active = prev_;
+}
+
+bool Profile::listening() const { return active == this; }
 
 double Profile::wall_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - start_).count(); }
 
@@ -53,36 +59,35 @@ void Profile::print(std::ostream& out) const {
   out << os.str();
 }
 
-KernelScope::KernelScope(const char* kernel, Device device) : named_(kernel, "", /*weak=*/true), kernel_(kernel), device_(device) {
-  if (!active) return;
-  counted_ = true;
-  if (depth++ > 0) return;
-  profile_ = active;
+void Profile::on_kernel_begin(const char* kernel, Device device) {
+  if (!listening() || depth_++ > 0) return;
   exceptions_ = std::uncaught_exceptions();
-  wait_for_device();  // work queued earlier is not this call's
-  start_ = Profile::Clock::now();
+  wait_for_device(device);  // work queued earlier is not this call's
+  call_start_ = Clock::now();
 }
 
-KernelScope::~KernelScope() {
-  if (!counted_) return;
-  --depth;
-  if (!profile_ || std::uncaught_exceptions() > exceptions_) return;
-  wait_for_device();
-  const double ms = std::chrono::duration<double, std::milli>(Profile::Clock::now() - start_).count();
-  profile_->saw_cuda_ |= device_.is_cuda();
-  auto& [calls, total] = profile_->totals_[{kernel_, in_backward}];
+void Profile::on_kernel_end(const char* kernel, Device device) {
+  if (!listening() || depth_ == 0 || --depth_ > 0 || std::uncaught_exceptions() > exceptions_) return;
+  wait_for_device(device);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - call_start_).count();
+  saw_cuda_ |= device.is_cuda();
+  auto& [calls, total] = totals_[{kernel, backward_ > 0}];
   ++calls;
   total += ms;
 }
 
-// With sync_cuda, a CUDA call's device (the current one: the dispatcher's guard) finishes first.
-void KernelScope::wait_for_device() const {
-#ifdef AMPGRAD_WITH_CUDA
-  if (profile_->sync_cuda_ && device_.is_cuda()) (void)cudaStreamSynchronize(cuda::stream());
-#endif
+void Profile::on_backward_begin() {
+  if (listening()) ++backward_;
+}
+void Profile::on_backward_end() {
+  if (listening() && backward_ > 0) --backward_;
 }
 
-InBackward::InBackward() : prev_(in_backward) { in_backward = true; }
-InBackward::~InBackward() { in_backward = prev_; }
+// With sync_cuda, a CUDA call's device (the current one: the dispatcher's guard) finishes first.
+void Profile::wait_for_device(Device device) const {
+#ifdef AMPGRAD_WITH_CUDA
+  if (sync_cuda_ && device.is_cuda()) (void)cudaStreamSynchronize(cuda::stream());
+#endif
+}
 
 }  // namespace ampgrad

@@ -7,8 +7,9 @@
 //
 //   { ampgrad::Profile prof;  train_step();  prof.print(std::cout); }
 //
-// Profiles are scoped: made and destroyed on one thread, an inner one in an outer one's
-// lifetime, which records again once the inner one is gone.
+// It hears the calls and the backward passes as a listener (tensor/observer.h). Profiles are
+// scoped: made and destroyed on one thread, an inner one in an outer one's lifetime, which
+// records again once the inner one is gone.
 // A GPU runs kernels asynchronously: a call's time is then its launch, unless the Profile is made
 // with sync_cuda, which waits for the device before and after each call (slower, but each row
 // is its kernel, and work queued by others falls outside the rows).
@@ -22,7 +23,7 @@
 #include <vector>
 
 #include "tensor/device.h"
-#include "tensor/memory_history.h"
+#include "tensor/observer.h"
 
 namespace ampgrad {
 
@@ -33,10 +34,10 @@ struct ProfileRow {
   double ms;      // wall time, summed over the calls
 };
 
-class Profile {
+class Profile final : public Observer {
  public:
   explicit Profile(bool sync_cuda = false);
-  ~Profile();
+  ~Profile() override;
   Profile(const Profile&) = delete;
   Profile& operator=(const Profile&) = delete;
 
@@ -46,46 +47,23 @@ class Profile {
   void print(std::ostream& os) const;
 
  private:
-  friend class KernelScope;
+  // Only the outermost of nested calls is timed (a kernel's own fill_ belongs to its time), and
+  // a call that throws is not recorded.
+  void on_kernel_begin(const char* kernel, Device device) override;
+  void on_kernel_end(const char* kernel, Device device) override;
+  void on_backward_begin() override;
+  void on_backward_end() override;
+  bool listening() const;  // this thread's innermost Profile is this one
+  void wait_for_device(Device device) const;
+
   using Clock = std::chrono::steady_clock;
-  Clock::time_point start_;
+  Clock::time_point start_, call_start_;
   bool sync_cuda_, saw_cuda_ = false;
+  int depth_ = 0;       // nested kernel calls running
+  int exceptions_ = 0;  // std::uncaught_exceptions() as the outermost began
+  int backward_ = 0;    // nested backward passes running
   std::map<std::pair<std::string, bool>, std::pair<int64_t, double>> totals_;  // (kernel, backward) -> calls, ms
   Profile* prev_;
-};
-
-// For the dispatcher, around one primitive call: times it while a Profile is on, only the
-// outermost of nested calls (a kernel's own fill_ belongs to its time; a call that throws is not
-// recorded), and names what it allocates for a MemoryHistory (tensor/memory_history.h). Costs
-// a few thread-local tests when neither is on.
-class KernelScope {
- public:
-  KernelScope(const char* kernel, Device device);
-  ~KernelScope();
-  KernelScope(const KernelScope&) = delete;
-  KernelScope& operator=(const KernelScope&) = delete;
-
- private:
-  void wait_for_device() const;
-  AllocationName named_;
-  Profile* profile_ = nullptr;  // set on the outermost scope only
-  bool counted_ = false;        // in the nesting depth
-  int exceptions_ = 0;          // std::uncaught_exceptions() at the start
-  const char* kernel_;
-  Device device_;
-  Profile::Clock::time_point start_;
-};
-
-// For the engine: kernels called while one is alive count as backward.
-class InBackward {
- public:
-  InBackward();
-  ~InBackward();
-  InBackward(const InBackward&) = delete;
-  InBackward& operator=(const InBackward&) = delete;
-
- private:
-  bool prev_;
 };
 
 }  // namespace ampgrad

@@ -31,6 +31,11 @@ template <> struct StringMaker<Groups> {
 };
 }  // namespace doctest
 
+// What record() announces when an op returns out.
+static void name_output(const Tensor& out, const char* op) {
+  announce([&](Observer& o) { o.on_op_output(out, op); });
+}
+
 static Groups tuples(const std::vector<MemoryGroup>& groups) {
   Groups out;
   for (const MemoryGroup& g : groups) out.emplace_back(g.made_by, g.blocks, g.bytes);
@@ -52,8 +57,8 @@ DEVICE_TEST_CASE("MemoryHistory: the peak, the blocks alive at it and the timeli
   old = Tensor();                    // -256 KiB
   Tensor b;
   {
-    AllocationName outer("outer");
-    AllocationName inner("inner");  // the outermost name holds
+    MadeBy outer("outer");
+    MadeBy inner("inner");  // the outermost name holds
     b = empty({128 * KiB}, on);     // +512 KiB: the peak, 512 KiB above the start
   }
   b = Tensor();
@@ -97,7 +102,7 @@ TEST_CASE("MemoryHistory names a block by the op it became, else by its primitiv
   name_output(u.view({256, 256}), "a_view");  // a view's block is its base's
   Tensor s;
   {
-    AllocationName scoped("scoped");
+    MadeBy scoped("scoped");
     s = empty({KiB});
   }
   name_output(s, "my_op");  // a scope's name is not a primitive's guess: it holds

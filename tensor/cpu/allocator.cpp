@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tensor/error.h"
-#include "tensor/memory_history.h"
+#include "tensor/observer.h"
 
 namespace ampgrad::cpu {
 
@@ -68,14 +68,14 @@ void* allocate(size_t nbytes) {
   }
   if (!p) p = system_alloc(n);
   count_allocated(int64_t(n));
-  MemoryHistory::allocated(Device::cpu(), p, int64_t(n));
+  announce([&](Observer& o) { o.on_alloc(Device::cpu(), p, int64_t(n)); });
   return p;
 }
 
 void deallocate(void* ptr, size_t nbytes) {
   const size_t n = rounded(nbytes);
   counters.allocated -= int64_t(n);
-  MemoryHistory::freed(Device::cpu(), ptr, int64_t(n));
+  announce([&](Observer& o) { o.on_free(Device::cpu(), ptr, int64_t(n)); });
   if (n >= kMinCached) {
     Cache& c = cache();
     std::lock_guard lock(c.mu);

@@ -15,7 +15,7 @@
 #include "tensor/cuda/runtime.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
-#include "tensor/memory_history.h"
+#include "tensor/observer.h"
 
 namespace ampgrad::cuda {
 
@@ -128,7 +128,7 @@ void* allocate(size_t nbytes, int device) {
   MemoryStats& s = cache.stats;
   s.allocated_bytes += int64_t(size);
   s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, s.allocated_bytes);
-  MemoryHistory::allocated(Device::cuda(device), ptr, int64_t(size));
+  announce([&](Observer& o) { o.on_alloc(Device::cuda(device), ptr, int64_t(size)); });
   return ptr;
 }
 
@@ -143,7 +143,7 @@ void deallocate(void* ptr, int device) {
   const size_t size = it->second;
   cache.stats.allocated_bytes -= int64_t(size);
   cache.live_size.erase(it);
-  MemoryHistory::freed(Device::cuda(device), ptr, int64_t(size));
+  announce([&](Observer& o) { o.on_free(Device::cuda(device), ptr, int64_t(size)); });
   if (memory_caching_enabled() && size == rounded_block_size(size)) {  // a block made uncached is not kept
     cache.free_blocks.emplace(size, ptr);
     return;

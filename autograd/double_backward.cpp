@@ -1,0 +1,91 @@
+// double_backward.cpp — running one node's backward, and what create_graph adds to it: the
+// backward runs in grad mode with its Saved tensors read back linked to the graph (Saved::get),
+// so its arithmetic is recorded and can be differentiated again; a once-differentiable one runs
+// unrecorded, its gradients leading to a node that refuses a second backward.
+#include <utility>
+
+#include "autograd/engine_parts.h"
+#include "tensor/observer.h"
+
+namespace ampgrad::autograd {
+
+static thread_local const char* running_backward = "";  // the node whose backward runs now, for errors
+static thread_local Node* recording_node = nullptr;  // that node, while create_graph records its backward
+bool recording_backward() { return recording_node != nullptr; }
+
+template <class A, class B> static bool same_owner(const A& a, const B& b) { return !a.owner_before(b) && !b.owner_before(a); }
+
+Tensor Saved::get() const {
+  AMPGRAD_CHECK(!tensor_.defined() || tensor_.version() == version_,
+                "backward of '" << running_backward << "': one of the variables needed for gradient computation has been modified "
+                "by an inplace operation: [" << dtype_name(tensor_.dtype()) << " " << shape_str(tensor_.shape()) << "] is at version "
+                << tensor_.version() << "; expected version " << version_ << " instead (an optimizer step or copy_ between "
+                "forward and backward?)");
+  if (!recording_node || !tensor_.defined()) return tensor_;
+  if (source_.leaf) return Tensor(source_.leaf);  // the leaf itself, so a second backward accumulates into its .grad
+  std::shared_ptr<Node> fn = source_.fn;
+  if (!fn && same_owner(origin_, recording_node->output)) fn = recording_node->shared_from_this();  // the op's own output
+  if (!fn) return tensor_;  // a constant of the op (a mask, an index)
+  Tensor linked = tensor_.detach();
+  linked.impl().requires_grad = true;
+  linked.impl().grad_fn = std::move(fn);
+  return linked;
+}
+
+// What a once-differentiable backward's gradient becomes under create_graph: the same values,
+// produced by a node whose edges lead where the gradient depends (the incoming gradient and the
+// op's inputs) and whose backward raises, as PyTorch's DelayedError: a second backward that
+// reaches it is refused by name, one that does not is unaffected.
+static Tensor not_differentiable_again(const Node& n, const Tensor& gi, const Tensor& g) {
+  auto refusal = std::make_shared<Node>();
+  refusal->name = n.name;
+  auto link = [&](const Edge& e, const Shape& shape, DType dtype) {
+    if (!e) return;
+    refusal->edges.push_back(e);
+    refusal->input_shapes.push_back(shape);
+    refusal->input_dtypes.push_back(dtype);
+  };
+  link(edge_to(g), g.shape(), g.dtype());
+  for (size_t i = 0; i < n.edges.size(); ++i) link(n.edges[i], n.input_shapes[i], n.input_dtypes[i]);
+  if (refusal->edges.empty()) return gi;  // nothing a second backward could reach
+  refusal->backward = [name = n.name](const Tensor&, const Needs&) -> Grads {
+    AMPGRAD_CHECK(false, "backward of '" << name << "' is not differentiable twice (its backward is not recorded: once_differentiable): "
+                         "a gradient made through it with create_graph cannot be differentiated again");
+    return {};
+  };
+  Tensor out = gi.detach();
+  attach(out, std::move(refusal));
+  return out;
+}
+
+// The node whose backward runs, named in errors and as the maker of what it allocates, and the
+// one whose Saved tensors come back linked while create_graph records it (Saved::get); both
+// restored after, for engines nest.
+struct Running {
+  const char* outer_name;
+  Node* outer_recording;
+  MadeBy named;
+  Running(const Node& n, Node* recording)
+      : outer_name(std::exchange(running_backward, n.name)), outer_recording(std::exchange(recording_node, recording)),
+        named(n.name, " backward") {}
+  ~Running() {
+    running_backward = outer_name;
+    recording_node = outer_recording;
+  }
+};
+
+Grads call_backward(Node& n, const Tensor& g, const Needs& needs, bool create_graph) {
+  const bool recorded = create_graph && !n.once_differentiable;
+  Grads gs;
+  {
+    GradModeGuard grad_mode(recorded);
+    Running running(n, recorded ? &n : nullptr);
+    gs = n.backward(g, needs);
+  }
+  if (create_graph && n.once_differentiable)
+    for (Tensor& gi : gs)
+      if (gi.defined()) gi = not_differentiable_again(n, gi, g);
+  return gs;
+}
+
+}  // namespace ampgrad::autograd

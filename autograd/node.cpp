@@ -1,0 +1,70 @@
+// node.cpp — how an op records its node (record, attach, edge_to) and how a long chain of nodes
+// is freed without recursion. Running the graph is engine.cpp's.
+#include <atomic>
+
+#include "autograd/node.h"
+#include "tensor/observer.h"
+
+namespace ampgrad::autograd {
+
+Node::~Node() {
+  // Free the chain below this node with an explicit stack: a node whose last owner is this
+  // chain is detached from it first, so its own destructor finds nothing left to recurse into.
+  // (The backward goes first: the Saved tensors in it hold their producers too.)
+  std::vector<std::shared_ptr<Node>> stack;
+  auto take = [&stack](Node& n) {
+    n.backward = nullptr;
+    for (Edge& e : n.edges)
+      if (e.fn && e.fn.use_count() == 1) stack.push_back(std::move(e.fn));
+  };
+  take(*this);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    take(*n);
+  }
+}
+
+// One count for all threads: a node recorded before another, on whatever thread, has the lower number.
+static std::atomic<uint64_t> sequence_counter{0};
+uint64_t next_sequence_nr() { return sequence_counter.load(); }
+
+Edge edge_to(const Tensor& x) {
+  Edge e;
+  if (x.defined() && x.requires_grad()) {
+    if (x.grad_fn()) e.fn = x.grad_fn();
+    else e.leaf = x.impl_ptr();
+  }
+  return e;
+}
+
+void attach(Tensor& out, std::shared_ptr<Node> node) {
+  node->sequence_nr = sequence_counter++;
+  node->output = out.impl_ptr();
+  out.impl().requires_grad = true;
+  out.impl().grad_fn = std::move(node);
+}
+
+void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  announce([&](Observer& o) { o.on_op_output(out, name); });
+  if (!is_grad_enabled()) return;
+  bool any = false;
+  for (const Tensor& x : inputs) any = any || (x.defined() && x.requires_grad());
+  if (!any) return;
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  for (const Tensor& x : inputs) {
+    node->edges.push_back(edge_to(x));
+    node->input_shapes.push_back(x.defined() ? x.shape() : Shape{});
+    node->input_dtypes.push_back(x.defined() ? x.dtype() : kFloat32);
+  }
+  node->backward = std::move(backward);
+  attach(out, std::move(node));
+}
+
+void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward, OnceDifferentiable) {
+  record(name, out, inputs, std::move(backward));
+  if (out.grad_fn()) out.grad_fn()->once_differentiable = true;
+}
+
+}  // namespace ampgrad::autograd

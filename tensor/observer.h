@@ -1,0 +1,129 @@
+// observer.h — how the core tells whoever listens what it is doing: each primitive call, each
+// block allocated and freed, each op's output, each backward pass, each leaf's gradient made
+// whole. Instruments (a Profile, a MemoryHistory, a trace writer) and data-parallel training
+// listen while they live; with no listener an announcement costs one load and a branch.
+//
+//   struct Counter : Observer { int calls = 0; void on_kernel_begin(const char*, Device) override { ++calls; } };
+//   Counter c;  add_observer(&c);  train_step();  remove_observer(&c);
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include "tensor/device.h"
+
+namespace ampgrad {
+
+class Tensor;
+
+// Every hook may be called from any thread that runs ops or allocates: a listener that keeps
+// state per thread filters itself. Hooks must not throw, except on_grad_accumulated (its error
+// ends the backward, as an op's would).
+struct Observer {
+  virtual ~Observer() = default;
+  virtual void on_kernel_begin(const char* kernel, Device device) {}  // a primitive, as kernels.cpp dispatches it
+  virtual void on_kernel_end(const char* kernel, Device device) {}    // also when it throws
+  virtual void on_alloc(Device device, const void* block, int64_t bytes) {}  // bytes as memory_stats counts them
+  virtual void on_free(Device device, const void* block, int64_t bytes) {}
+  virtual void on_op_output(const Tensor& out, const char* op) {}  // record(): op returned out
+  virtual void on_backward_begin() {}  // a backward pass on this thread (passes nest: a checkpoint's rerun)
+  virtual void on_backward_end() {}
+  // After the last gradient one backward pass sends a leaf is added into its .grad: PyTorch's
+  // post-accumulate-grad hook, where data-parallel training starts reducing that gradient.
+  virtual void on_grad_accumulated(const Tensor& leaf) {}
+
+ private:
+  friend void remove_observer(Observer*);
+  friend void for_each_observer(void (*)(Observer&, const void*), const void*);
+  std::atomic<int> calls_in_flight_{0};
+};
+
+// o hears every announcement from add to remove (at most 16 listeners at a time). remove waits
+// for calls into o on other threads to return, so o may be destroyed after it; never call it
+// from inside one of o's own hooks.
+void add_observer(Observer* o);
+void remove_observer(Observer* o);
+
+extern std::atomic<int> observer_count;
+inline bool observed() { return observer_count.load(std::memory_order_relaxed) > 0; }
+void for_each_observer(void (*call)(Observer&, const void* hook), const void* hook);
+
+// Calls hook(observer) for each listener: `announce([&](Observer& o) { o.on_free(d, p, n); });`
+template <class Hook> void announce(const Hook& hook) {
+  if (!observed()) return;
+  for_each_observer([](Observer& o, const void* h) { (*static_cast<const Hook*>(h))(o); }, &hook);
+}
+
+// What made a block this thread allocates, for listeners that name memory: the outermost scope
+// alive holds. The dispatcher opens a weak one per primitive (an op that returns the block as its
+// output renames it), the engine one per node's backward ("<op> backward"), per gradient sum and
+// per leaf's accumulation, autocast per cast, an optimizer around its state. The strings must be
+// static: literals, or a node's name.
+struct Maker {
+  const char* name = nullptr;  // null: no scope is open
+  const char* suffix = "";
+  bool weak = false;
+};
+class MadeBy {
+ public:
+  explicit MadeBy(const char* name, const char* suffix = "", bool weak = false);
+  ~MadeBy();
+  MadeBy(const MadeBy&) = delete;
+  MadeBy& operator=(const MadeBy&) = delete;
+  static Maker now();  // this thread's
+
+ private:
+  bool set_ = false;
+};
+
+// The dispatcher's scope around one primitive call: its maker, and its begin and end announced.
+class KernelCall {
+ public:
+  KernelCall(const char* kernel, Device device) : made_by_(kernel, "", /*weak=*/true), kernel_(kernel), device_(device) {
+    if ((announced_ = observed())) announce([&](Observer& o) { o.on_kernel_begin(kernel_, device_); });
+  }
+  ~KernelCall() {
+    if (announced_) announce([&](Observer& o) { o.on_kernel_end(kernel_, device_); });
+  }
+  KernelCall(const KernelCall&) = delete;
+  KernelCall& operator=(const KernelCall&) = delete;
+
+ private:
+  MadeBy made_by_;
+  const char* kernel_;
+  Device device_;
+  bool announced_;
+};
+
+// The engine's scope around one backward pass.
+class BackwardPass {
+ public:
+  BackwardPass() : announced_(observed()) {
+    if (announced_) announce([](Observer& o) { o.on_backward_begin(); });
+  }
+  ~BackwardPass() {
+    if (announced_) announce([](Observer& o) { o.on_backward_end(); });
+  }
+  BackwardPass(const BackwardPass&) = delete;
+  BackwardPass& operator=(const BackwardPass&) = delete;
+
+ private:
+  bool announced_;
+};
+
+// A post-accumulate-grad hook for every leaf, registered while it lives:
+//   PostAccumulateGradHook ready([&](const Tensor& p) { start_all_reduce(p.grad()); });
+// It runs on the backward's thread as soon as a leaf's .grad holds all of that pass's gradient,
+// once per leaf per pass that adds into .grad (grad() does not; a checkpointed region's rerun is
+// a pass of its own), the leaves nearest the loss first, with grad mode as the pass has it.
+class PostAccumulateGradHook final : public Observer {
+ public:
+  explicit PostAccumulateGradHook(std::function<void(const Tensor& leaf)> hook) : hook_(std::move(hook)) { add_observer(this); }
+  ~PostAccumulateGradHook() override { remove_observer(this); }
+  void on_grad_accumulated(const Tensor& leaf) override { hook_(leaf); }
+
+ private:
+  std::function<void(const Tensor& leaf)> hook_;
+};
+
+}  // namespace ampgrad
