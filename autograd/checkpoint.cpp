@@ -113,8 +113,6 @@ std::string describe(const Shape& shape, DType dtype, Device device) {
 }
 std::string describe(const Tensor& t) { return describe(t.shape(), t.dtype(), t.device()); }
 
-thread_local bool rerunning = false;
-
 // The region's gradients, from a second forward and a backward through it. Under create_graph
 // (the engine records this node's backward) that backward is recorded too, from inputs linked
 // to the graph outside (Saved::get), so the gradients can be differentiated again.
@@ -136,10 +134,7 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
     amp::float8_autocast cpu8(DeviceType::CPU, r.float8[0].value_or(amp::Float8Recipe{}), r.float8[0].has_value());
     amp::float8_autocast gpu8(DeviceType::CUDA, r.float8[1].value_or(amp::Float8Recipe{}), r.float8[1].has_value());
     ReplayDraws same_draws(r.draws);
-    struct Flag {  // restored on a throw too, and around a nested region's own rerun
-      bool was = std::exchange(rerunning, true);
-      ~Flag() { rerunning = was; }
-    } flag;
+    ForwardRerunGuard rerun;  // batch norm leaves its running statistics alone (grad_mode.h)
     out = r.fn(inputs);
   }
   AMPGRAD_CHECK(out.defined() && out.shape() == r.out_shape && out.dtype() == r.out_dtype && out.device() == r.out_device,
@@ -160,8 +155,6 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
 }
 
 }  // namespace
-
-bool in_checkpoint_rerun() { return rerunning; }
 
 Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
   if (!is_grad_enabled()) return fn(inputs);  // no graph, so nothing to keep

@@ -15,6 +15,7 @@
 
 #include "amp/autocast.h"
 #include "data/atomic_file.h"
+#include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "tensor/memory_history.h"
 #include "tensor/memory_stats.h"
