@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "amp/autocast.h"
+#include "autograd/float8.h"
 #include "data/atomic_file.h"
 #include "nn/checkpoint.h"
 #include "nn/nn.h"
