@@ -14,7 +14,7 @@ namespace {
 struct State {
   bool enabled[2] = {false, false};
   DType dtype[2] = {kBFloat16, kFloat16};  // [CPU, CUDA] defaults
-  std::optional<Float8Recipe> float8[2];    // [CPU, CUDA], while a float8_autocast is on
+  LinearRoute route[2];                      // [CPU, CUDA], while a route_linear holds one
   int nesting = 0;                          // open autocast guards, enabled or not
   CastCache cache;
   Trace* trace = nullptr;
@@ -43,26 +43,23 @@ autocast::~autocast() {
   if (--state.nesting == 0) state.cache.clear();  // leaving the outermost region
 }
 
-float8_autocast::float8_autocast(DeviceType device, Float8Recipe recipe, bool enabled) : device_(device), prev_(float8_recipe(device)) {
-  // Forward GEMMs multiply two recipe.forward operands, and no FP8 GEMM takes e5m2 × e5m2.
-  AMPGRAD_CHECK(!enabled || (recipe.forward == kFloat8_e4m3fn && is_float8(recipe.backward)),
-                "float8_autocast: the recipe must be {float8_e4m3fn, float8_e4m3fn or float8_e5m2}, got {"
-                    << dtype_name(recipe.forward) << ", " << dtype_name(recipe.backward) << "}");
-  state.float8[idx(device)] = enabled ? std::optional(recipe) : std::nullopt;
+route_linear::route_linear(DeviceType device, LinearRoute route) : device_(device), prev_(std::move(state.route[idx(device)])) {
+  state.route[idx(device)] = std::move(route);
 }
-float8_autocast::~float8_autocast() { state.float8[idx(device_)] = prev_; }
-std::optional<Float8Recipe> float8_recipe(DeviceType d) { return state.float8[idx(d)]; }
+route_linear::~route_linear() { state.route[idx(device_)] = std::move(prev_); }
+const LinearRoute& linear_route(DeviceType d) { return state.route[idx(d)]; }
 
-suspend::suspend() : prev_enabled_{state.enabled[0], state.enabled[1]}, prev_float8_{state.float8[0], state.float8[1]}, prev_trace_(state.trace) {
+suspend::suspend()
+    : prev_enabled_{state.enabled[0], state.enabled[1]}, prev_route_{std::move(state.route[0]), std::move(state.route[1])}, prev_trace_(state.trace) {
   state.enabled[0] = state.enabled[1] = false;
-  state.float8[0] = state.float8[1] = std::nullopt;
+  state.route[0] = state.route[1] = nullptr;
   state.trace = nullptr;
 }
 suspend::~suspend() {
   state.enabled[0] = prev_enabled_[0];
   state.enabled[1] = prev_enabled_[1];
-  state.float8[0] = prev_float8_[0];
-  state.float8[1] = prev_float8_[1];
+  state.route[0] = std::move(prev_route_[0]);
+  state.route[1] = std::move(prev_route_[1]);
   state.trace = prev_trace_;
 }
 
@@ -126,7 +123,7 @@ void Trace::print_summary(std::ostream& os) const {
     r.casts += e.casts;
     r.hits += e.cache_hits;
   }
-  int ran_in_width = 10;  // wider for a float8 dtype
+  int ran_in_width = 10;  // wider for a longer dtype name
   for (auto& [k, r] : rows) ran_in_width = std::max(ran_in_width, int(std::get<2>(k).size()) + 1);
   os << "autocast trace: " << events_.size() << " op calls\n"
      << std::left << std::setw(15) << "op" << std::setw(26) << "inputs" << std::setw(ran_in_width) << "ran in"

@@ -8,6 +8,7 @@
 //     Tensor loss = cross_entropy(y, t);             // runs in float32 (policy: fp32)
 //   }                                                // cache of cast weights cleared here
 #pragma once
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <optional>
@@ -23,7 +24,7 @@ class Trace;
 
 bool is_enabled(DeviceType device);
 DType get_dtype(DeviceType device);  // the dtype lower_precision ops cast to
-bool any_enabled();                  // fast path: false means ops skip autocast entirely (float8 aside)
+bool any_enabled();                  // fast path: false means ops skip autocast entirely
 
 class autocast {
  public:
@@ -39,33 +40,25 @@ class autocast {
   DType prev_dtype_;
 };
 
-// ---- float8: which float8 dtype each GEMM operand of a linear is narrowed to. The default is
-// Transformer Engine's HYBRID format: e4m3 (precision) for activations and weights, e5m2
-// (range) for gradients. {kFloat8_e4m3fn, kFloat8_e4m3fn} is its E4M3 format; those two are
-// the recipes there are (the forward multiplies two forward operands, and no FP8 GEMM takes
-// e5m2 × e5m2).
-struct Float8Recipe {
-  DType forward = kFloat8_e4m3fn;   // x and W in y = x Wᵀ
-  DType backward = kFloat8_e5m2;    // dL/dy in dx = dy W and dW = dyᵀ x
-};
-
-// RAII, as Transformer Engine's fp8_autocast: while on for a device type, every linear (the
-// op, so nn::Linear too) on it runs as float8_linear (autograd/float8.h) with this recipe. It
-// nests with autocast, which then picks the linear's output dtype and runs every other op.
-class float8_autocast {
+// ---- the dispatch hook: while a route_linear guard holds a route for a device type, linear
+// (the op, so nn::Linear too) on that device calls the route instead of running itself. An
+// edge reroutes linear this way (an 8-bit GEMM, say), at this one place; linear's own autocast
+// step is then the route's to take or leave.
+using LinearRoute = std::function<Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias)>;
+class route_linear {
  public:
-  explicit float8_autocast(DeviceType device, Float8Recipe recipe = {}, bool enabled = true);
-  ~float8_autocast();
-  float8_autocast(const float8_autocast&) = delete;
-  float8_autocast& operator=(const float8_autocast&) = delete;
+  route_linear(DeviceType device, LinearRoute route);  // an empty route: linear runs as itself
+  ~route_linear();
+  route_linear(const route_linear&) = delete;
+  route_linear& operator=(const route_linear&) = delete;
 
  private:
   DeviceType device_;
-  std::optional<Float8Recipe> prev_;
+  LinearRoute prev_;
 };
-std::optional<Float8Recipe> float8_recipe(DeviceType device);  // set while float8_autocast is on
+const LinearRoute& linear_route(DeviceType device);  // empty unless a route_linear holds one
 
-// Backward runs inside this: autocast, float8_autocast and the trace off, so each gradient is
+// Backward runs inside this: autocast, the linear route and the trace off, so each gradient is
 // computed in the dtype its forward ran in and the trace shows forward calls only.
 class suspend {
  public:
@@ -76,7 +69,7 @@ class suspend {
 
  private:
   bool prev_enabled_[2];
-  std::optional<Float8Recipe> prev_float8_[2];
+  LinearRoute prev_route_[2];
   Trace* prev_trace_;
 };
 

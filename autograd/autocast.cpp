@@ -48,8 +48,8 @@ void autocast_inputs(amp::Op op, Tensor* xs, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (xs[i].defined() && xs[i].is_floating_point()) ev.input_dtypes.push_back(xs[i].dtype());
 
-  auto castable = [&](const Tensor& x) {  // a float8 tensor is left to be refused by the kernel
-    return x.defined() && x.device().type == dev && x.is_floating_point() && x.dtype() != kFloat64 && !is_float8(x.dtype());
+  auto castable = [&](const Tensor& x) {  // a storage-only tensor is left to be refused by the kernel
+    return x.defined() && x.device().type == dev && x.is_floating_point() && x.dtype() != kFloat64 && !is_storage_only(x.dtype());
   };
   if (ev.autocast_on) {
     std::optional<DType> target;

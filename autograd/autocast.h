@@ -1,5 +1,9 @@
-// autocast.h — step 1 of every op: cast the inputs as the op's policy row says.
-// The one point where amp touches an op; op bodies never cast for precision themselves.
+// autocast.h — step 1 of every op: cast the inputs as the op's policy row says. The one point
+// where amp casts an op's inputs; op bodies never cast for precision themselves. An op built of
+// other ops' calls (cross_entropy, nll_loss, batch norm, the binary cross-entropy, a linear
+// route) runs those calls under amp::suspend, as PyTorch's autocast wrapper runs the op with its
+// own dispatch key excluded: the inputs were cast once, at the op's entry, and the calls inside
+// are its steps, neither cast again nor traced as calls of their own.
 //   auto [x, w, b] = autocast(amp::Op::linear, x_in, w_in, b_in);
 #pragma once
 #include <array>

@@ -87,7 +87,7 @@ struct Region {
   std::vector<Target> targets;     // the first run's boundary, which the rerun must match
   bool autocast_on[2];             // CPU, CUDA
   DType autocast_dtype[2];
-  std::optional<amp::Float8Recipe> float8[2];
+  amp::LinearRoute linear_route[2];  // a dispatch hook's (an 8-bit GEMM's), if one was on
   DrawRecorder::Drawn draws;       // each generator it drew from, as it was before (dropout masks)
   Shape out_shape;                 // what it returned, which the rerun must match
   DType out_dtype;
@@ -113,8 +113,6 @@ std::string describe(const Shape& shape, DType dtype, Device device) {
 }
 std::string describe(const Tensor& t) { return describe(t.shape(), t.dtype(), t.device()); }
 
-thread_local bool rerunning = false;
-
 // The region's gradients, from a second forward and a backward through it. Under create_graph
 // (the engine records this node's backward) that backward is recorded too, from inputs linked
 // to the graph outside (Saved::get), so the gradients can be differentiated again.
@@ -133,13 +131,10 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
     amp::cache_scope own_casts;
     amp::autocast cpu(DeviceType::CPU, r.autocast_dtype[0], r.autocast_on[0]);
     amp::autocast gpu(DeviceType::CUDA, r.autocast_dtype[1], r.autocast_on[1]);
-    amp::float8_autocast cpu8(DeviceType::CPU, r.float8[0].value_or(amp::Float8Recipe{}), r.float8[0].has_value());
-    amp::float8_autocast gpu8(DeviceType::CUDA, r.float8[1].value_or(amp::Float8Recipe{}), r.float8[1].has_value());
+    amp::route_linear cpu_route(DeviceType::CPU, r.linear_route[0]);
+    amp::route_linear gpu_route(DeviceType::CUDA, r.linear_route[1]);
     ReplayDraws same_draws(r.draws);
-    struct Flag {  // restored on a throw too, and around a nested region's own rerun
-      bool was = std::exchange(rerunning, true);
-      ~Flag() { rerunning = was; }
-    } flag;
+    ForwardRerunGuard rerun;  // batch norm leaves its running statistics alone (grad_mode.h)
     out = r.fn(inputs);
   }
   AMPGRAD_CHECK(out.defined() && out.shape() == r.out_shape && out.dtype() == r.out_dtype && out.device() == r.out_device,
@@ -161,8 +156,6 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
 
 }  // namespace
 
-bool in_checkpoint_rerun() { return rerunning; }
-
 Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
   if (!is_grad_enabled()) return fn(inputs);  // no graph, so nothing to keep
   auto r = std::make_shared<Region>();
@@ -173,7 +166,7 @@ Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
   for (DeviceType d : {DeviceType::CPU, DeviceType::CUDA}) {
     r->autocast_on[int(d)] = amp::is_enabled(d);
     r->autocast_dtype[int(d)] = amp::get_dtype(d);
-    r->float8[int(d)] = amp::float8_recipe(d);
+    r->linear_route[int(d)] = amp::linear_route(d);
   }
   const std::vector<Tensor> region_in = region_inputs(inputs, r->requires_grad);
   const uint64_t first = next_sequence_nr();

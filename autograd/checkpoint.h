@@ -43,9 +43,4 @@ using RegionFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 // fn(inputs), keeping only `inputs` for backward. With grad mode off it is a plain call.
 Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs);
 
-// True on this thread while a checkpointed region runs again inside backward. A batch norm then
-// leaves its running statistics alone: they took this batch in the first run (PyTorch's
-// checkpoint would count it twice).
-bool in_checkpoint_rerun();
-
 }  // namespace ampgrad

@@ -30,7 +30,7 @@ Float8Tensor to_float8(const Tensor& x, DType float8_dtype) {
   // are 0-d tensors on x's device, so nothing waits for the host.
   const Tensor amax = kernels::abs_max(x);
   const Tensor scale = kernels::binary(kernels::Binary::div, full({}, float8_max(float8_dtype), f32), kernels::clamp(amax, 1e-12, std::nullopt));
-  return {kernels::scale_to_float8(x, scale, float8_dtype), kernels::binary(kernels::Binary::div, full({}, 1.0, f32), scale)};
+  return {kernels::scaled_cast(x, scale, float8_dtype), kernels::binary(kernels::Binary::div, full({}, 1.0, f32), scale)};
 }
 
 Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b, DType out_dtype) {
@@ -90,5 +90,18 @@ Tensor float8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const am
   amp::suspend own_steps;  // the narrowing and the views below are this op's own, not op calls to trace
   return over_rows(x, [&](const Tensor& rows) { return float8_linear_2d(rows, w, b, recipe, out_dtype); });
 }
+
+namespace amp {
+// The recipe checked once, where the guard is made, and the route that runs float8_linear with it.
+static LinearRoute float8_route(Float8Recipe recipe, bool enabled) {
+  if (!enabled) return {};
+  // Forward GEMMs multiply two recipe.forward operands, and no FP8 GEMM takes e5m2 × e5m2.
+  AMPGRAD_CHECK(recipe.forward == kFloat8_e4m3fn && is_float8(recipe.backward),
+                "float8_autocast: the recipe must be {float8_e4m3fn, float8_e4m3fn or float8_e5m2}, got {"
+                    << dtype_name(recipe.forward) << ", " << dtype_name(recipe.backward) << "}");
+  return [recipe](const Tensor& x, const Tensor& w, const Tensor& b) { return float8_linear(x, w, b, recipe); };
+}
+float8_autocast::float8_autocast(DeviceType device, Float8Recipe recipe, bool enabled) : route_(device, float8_route(recipe, enabled)) {}
+}  // namespace amp
 
 }  // namespace ampgrad

@@ -8,7 +8,7 @@
 // bfloat16 GEMM's speed, not an FP8 one's.
 //
 //   amp::float8_autocast f8(DeviceType::CPU);      // HYBRID: e4m3 forward, e5m2 gradients
-//   Tensor y = linear(x, w, b);                     // runs as float8_linear
+//   Tensor y = linear(x, w, b);                     // runs as float8_linear (the linear route)
 //
 //   Float8Tensor q = to_float8(x, kFloat8_e4m3fn);  // x ≈ q.data · q.inv_scale
 #pragma once
@@ -16,6 +16,30 @@
 #include "tensor/tensor.h"
 
 namespace ampgrad {
+namespace amp {
+
+// Which float8 dtype each GEMM operand of a linear is narrowed to. The default is Transformer
+// Engine's HYBRID format: e4m3 (precision) for activations and weights, e5m2 (range) for
+// gradients. {kFloat8_e4m3fn, kFloat8_e4m3fn} is its E4M3 format; those two are the recipes
+// there are (the forward multiplies two forward operands, and no FP8 GEMM takes e5m2 × e5m2).
+struct Float8Recipe {
+  DType forward = kFloat8_e4m3fn;   // x and W in y = x Wᵀ
+  DType backward = kFloat8_e5m2;    // dL/dy in dx = dy W and dW = dyᵀ x
+};
+
+// RAII, as Transformer Engine's fp8_autocast: while on for a device type, every linear (the op,
+// so nn::Linear too) on it runs as float8_linear with this recipe, through amp/autocast.h's
+// linear route. It nests with autocast, which then picks the linear's output dtype and runs
+// every other op; amp::suspend (backward) turns it off with autocast.
+class float8_autocast {
+ public:
+  explicit float8_autocast(DeviceType device, Float8Recipe recipe = {}, bool enabled = true);
+
+ private:
+  route_linear route_;
+};
+
+}  // namespace amp
 
 // A tensor narrowed to float8, and the factor that brings it back: x ≈ data · inv_scale.
 struct Float8Tensor {

@@ -1,6 +1,8 @@
-// grad_mode.h — the thread-local switch that decides whether ops record a graph.
+// grad_mode.h — the thread-local switches of a forward: whether ops record a graph, and whether
+// the forward is a rerun (recomputing a graph), when ops skip their side effects.
 //   { NoGradGuard g; w.add_(grad, -lr); }   // an update the graph must not see
 #pragma once
+#include <utility>
 
 namespace ampgrad {
 
@@ -20,5 +22,22 @@ class GradModeGuard {
 };
 struct NoGradGuard : GradModeGuard { NoGradGuard() : GradModeGuard(false) {} };
 struct EnableGradGuard : GradModeGuard { EnableGradGuard() : GradModeGuard(true) {} };
+
+// RAII: marks a forward that runs a second time to rebuild its graph, as activation
+// checkpointing's recompute in backward does. An op with an effect beyond its output (batch
+// norm's running statistics) skips it then: the first run made it, and twice would count the
+// batch twice (PyTorch's checkpoint does).
+class ForwardRerunGuard {
+ public:
+  ForwardRerunGuard() : prev_(std::exchange(active(), true)) {}
+  ~ForwardRerunGuard() { active() = prev_; }
+  ForwardRerunGuard(const ForwardRerunGuard&) = delete;
+  ForwardRerunGuard& operator=(const ForwardRerunGuard&) = delete;
+  static bool& active() { thread_local bool on = false; return on; }
+
+ private:
+  bool prev_;
+};
+inline bool is_forward_rerun() { return ForwardRerunGuard::active(); }
 
 }  // namespace ampgrad

@@ -2,7 +2,6 @@
 // bmm: matmul with PyTorch's stricter shape rules).
 // For C = A B the gradients are dA = G Bᵀ and dB = Aᵀ G (G = dL/dC); the transposes are
 // views, read in place by the GEMM kernel. Letters: B batch, M/K/N matrix dims.
-#include "autograd/float8.h"
 #include "autograd/op_support.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
 
@@ -92,9 +91,11 @@ void check_linear_shapes(const char* op, const Tensor& x, const Tensor& w, const
   AMPGRAD_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), op << ": bias of shape " << shape_str(b.shape()) << " does not match weight " << shape_str(w.shape()));
 }
 
-// x (..., Din): the leading dims fold into N. Under float8_autocast, float8_linear instead.
+// x (..., Din): the leading dims fold into N. Where a route_linear holds a route (amp/autocast.h's
+// dispatch hook), the route runs instead: a copy of it, as it may suspend the routes while it runs.
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  if (auto recipe = x_in.defined() ? amp::float8_recipe(x_in.device().type) : std::nullopt) return float8_linear(x_in, w_in, b_in, *recipe);
+  if (x_in.defined())
+    if (const amp::LinearRoute route = amp::linear_route(x_in.device().type)) return route(x_in, w_in, b_in);
   auto [x, w, b] = autocast(Op::linear, x_in, w_in, b_in);
   check_linear_shapes("linear", x, w, b);
   AMPGRAD_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == w.dtype()),

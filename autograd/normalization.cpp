@@ -4,7 +4,6 @@
 // write the backward's closed form beside the forward.
 #include <tuple>
 
-#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_support.h"
 
@@ -98,7 +97,7 @@ Normalized normalize(const Channels& c, const Tensor& xm, const Tensor& given_me
 // and shifts it: y = (x − mean) · rstd · w + b, rstd = 1/√(var + eps), with the batch's mean and
 // biased variance when training and the running estimates otherwise. Training also moves the
 // running estimates towards the batch's (momentum), with the unbiased variance, as PyTorch does,
-// except in a checkpointed region's rerun, which already took this batch in its first run.
+// except in a forward rerun (grad_mode.h), whose first run already took this batch.
 // The statistics are float32 for a float16/bfloat16 x, and the running buffers keep their own
 // dtype: under autocast a float16 activation meets float32 statistics, as cuDNN's batch norm
 // does. Composed of the kernels on (C)-sized statistics broadcast over x, so every backend runs it.
@@ -132,7 +131,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   }
   Tensor y = rounded_to(n.y, x.dtype());
   // unbiased: what estimates the population's (an empty batch has no statistics to give)
-  if (training && running_mean.defined() && M > 0 && !in_checkpoint_rerun()) {
+  if (training && running_mean.defined() && M > 0 && !is_forward_rerun()) {
     NoGradGuard no_grad;
     Tensor(running_mean).mul_(1 - momentum).add_(n.mean, momentum);  // handles to the caller's buffers
     Tensor(running_var).mul_(1 - momentum).add_(n.var, momentum * double(M) / double(M - 1));

@@ -36,7 +36,7 @@ inline Tensor rounded_to(const Tensor& x, DType dtype) { return autograd::cast(x
 inline Tensor kernel(kernels::Binary op, const Tensor& a, const Tensor& b) { return kernels::binary(op, a, b); }
 inline Tensor kernel(kernels::Unary op, const Tensor& x) { return kernels::unary(op, x); }
 
-// linear's shape rule, shared by float8_linear: x (..., Din), weight (Dout, Din), bias (Dout).
+// linear's shape rule, shared by the ops a linear route runs: x (..., Din), weight (Dout, Din), bias (Dout).
 void check_linear_shapes(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // A linear of any rank: x (..., Din) as rows (N, Din) for a 2-D body, the result put back to (..., Dout).

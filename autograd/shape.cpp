@@ -306,9 +306,9 @@ Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = empty(x.shape(), TensorOptions(dtype).device(x.device()));
   kernels::copy_(out, x);
-  // To a float8 type the cast is not differentiable: a gradient narrowed to 8 bits without a
-  // scale would be flushed or NaN (float8_linear narrows its gradients with one).
-  if (ampgrad::is_floating_point(dtype) && !is_float8(dtype))
+  // To a storage-only type the cast is not differentiable: a gradient narrowed to 8 bits without
+  // a scale would be flushed or NaN (a scaled GEMM's op narrows its gradients with one).
+  if (ampgrad::is_floating_point(dtype) && !is_storage_only(dtype))
     record("to", out, {x}, [from = x.dtype()](const Tensor& g, const Needs&) { return grads(cast(g, from)); });
   return out;
 }

@@ -12,7 +12,7 @@ namespace ampgrad {
 
 bool Tensor::requires_grad() const { return impl().requires_grad; }
 Tensor& Tensor::requires_grad_(bool r) {
-  AMPGRAD_CHECK(!r || (is_floating_point() && !is_float8(dtype())),
+  AMPGRAD_CHECK(!r || (is_floating_point() && !is_storage_only(dtype())),
                 "requires_grad_: only floating tensors of a compute dtype can require gradients, got " << dtype_name(dtype()));
   AMPGRAD_CHECK(r || is_leaf(), "requires_grad_: cannot turn off gradients of a non-leaf tensor; use detach()");
   impl().requires_grad = r;

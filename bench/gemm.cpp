@@ -22,6 +22,7 @@
 #endif
 
 #include "amp/autocast.h"
+#include "autograd/float8.h"
 #include "autograd/ops.h"
 #include "nn/nn.h"
 #include "tensor/threads.h"

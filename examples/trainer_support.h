@@ -14,6 +14,7 @@
 #include <string>
 
 #include "amp/autocast.h"
+#include "autograd/float8.h"
 #include "tensor/memory_history.h"
 #include "tensor/profile.h"
 

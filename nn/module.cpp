@@ -113,7 +113,7 @@ static void convert_all(NamedTensors& tensors, const std::function<bool(const Te
 }
 
 void Module::to(DType dtype) {
-  AMPGRAD_CHECK(!is_float8(dtype), "Module::to: " << dtype_name(dtype) << " holds scaled data, not parameters; train in float8 under amp::float8_autocast");
+  AMPGRAD_CHECK(!is_storage_only(dtype), "Module::to: " << dtype_name(dtype) << " holds no parameters (" << storage_only_note(dtype) << ")");
   NamedTensors all;
   collect("", true, true, all);
   convert_all(all, [&](const Tensor& t) { return t.is_floating_point() && t.dtype() != dtype; },

@@ -2,7 +2,6 @@
 // PyTorch's _BatchNorm.forward decides it; the arithmetic is autograd's batch_norm().
 #include "nn/normalization.h"
 
-#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 
 namespace ampgrad::nn {
@@ -37,7 +36,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
     if (ranks_.size() > 1) want += " or " + std::to_string(ranks_[1]) + "D";
     AMPGRAD_CHECK(false, name_ << ": expected " << want << " input (got " << x.dim() << "D input of shape " << shape_str(x.shape()) << ")");
   }
-  const bool tracking = is_training() && options.track_running_stats && !in_checkpoint_rerun();  // a rerun counted already
+  const bool tracking = is_training() && options.track_running_stats && !is_forward_rerun();  // a rerun counted already
   double momentum = 0;
   // no momentum: a cumulative average, weight 1/n for the n-th batch (reading n is a host sync on a GPU)
   if (tracking) momentum = options.momentum ? *options.momentum : 1.0 / double(num_batches_tracked.item<int64_t>() + 1);

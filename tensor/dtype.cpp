@@ -6,7 +6,7 @@
 namespace ampgrad {
 
 size_t itemsize(DType t) {
-  return dispatch_with_float8(t, [](auto tag) { return sizeof(typename decltype(tag)::type); });
+  return dispatch_with_storage(t, [](auto tag) { return sizeof(typename decltype(tag)::type); });
 }
 
 const char* dtype_name(DType t) {
@@ -27,16 +27,18 @@ bool is_floating_point(DType t) { return t != DType::Int64 && t != DType::Bool; 
 bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
 void require_floating(const char* op, DType t) {
-  AMPGRAD_CHECK(is_floating_point(t) && !is_float8(t), op << ": expected a floating dtype, got " << dtype_name(t));
+  AMPGRAD_CHECK(is_floating_point(t) && !is_storage_only(t), op << ": expected a floating dtype, got " << dtype_name(t));
 }
 
-void float8_not_computable(DType t) {
+const char* storage_only_note(DType) { return "float8 tensors hold data for scaled_mm"; }
+
+void refuse_storage_only(DType t) {
   throw Error(std::string("a ") + dtype_name(t) + " tensor holds data for scaled_mm; other ops take it converted to a compute dtype (.to(kFloat32))");
 }
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
-  AMPGRAD_CHECK(!is_float8(a) && !is_float8(b), "promote_types: promotion of " << dtype_name(a) << " with " << dtype_name(b)
+  AMPGRAD_CHECK(!is_storage_only(a) && !is_storage_only(b), "promote_types: promotion of " << dtype_name(a) << " with " << dtype_name(b)
                                                 << " is not supported (as in PyTorch, a float8 type promotes with nothing)");
   bool fa = is_floating_point(a), fb = is_floating_point(b);
   if (fa != fb) return fa ? a : b;                  // int + float -> float

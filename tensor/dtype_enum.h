@@ -6,8 +6,7 @@
 
 namespace ampgrad {
 
-// The six compute dtypes, then the two float8 storage dtypes (tensor/float8.h), which only
-// convert, view and feed scaled_mm (autograd/float8.h).
+// The six compute dtypes, then the two float8 storage dtypes (tensor/float8.h, the FP8 edge).
 enum class DType : uint8_t { Float32, Float64, Float16, BFloat16, Int64, Bool, Float8_e4m3fn, Float8_e5m2 };
 inline constexpr DType kFloat32 = DType::Float32, kFloat64 = DType::Float64,
                        kFloat16 = DType::Float16, kBFloat16 = DType::BFloat16,
@@ -15,8 +14,13 @@ inline constexpr DType kFloat32 = DType::Float32, kFloat64 = DType::Float64,
                        kFloat8_e4m3fn = DType::Float8_e4m3fn, kFloat8_e5m2 = DType::Float8_e5m2;
 inline constexpr bool is_float8(DType t) { return t == DType::Float8_e4m3fn || t == DType::Float8_e5m2; }
 
-// The error for a float8 tensor reaching a compute kernel's dispatch. tensor/kernels.cpp
+// A storage-only dtype holds values that are copied, converted and viewed, never computed on
+// (the float8 types: data for a scaled GEMM). The core refuses one by this property alone: no
+// compute kernel, promotion, gradient or autocast cast takes it.
+inline constexpr bool is_storage_only(DType t) { return is_float8(t); }
+
+// The error for a storage-only tensor reaching a compute kernel's dispatch. tensor/kernels.cpp
 // refuses one earlier, naming the op; this is the backstop, on both backends.
-[[noreturn]] void float8_not_computable(DType t);
+[[noreturn]] void refuse_storage_only(DType t);
 
 }  // namespace ampgrad

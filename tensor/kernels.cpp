@@ -21,15 +21,15 @@ const char* binary_name(Binary op) {
   return names[(int)op];
 }
 
-// The device all (defined) tensors share; an error naming the op otherwise. A float8 tensor
-// is refused here too, naming the op, unless the primitive converts into or out of one
-// (float8_ok: copy_ and fill_).
-static Device common_device(const char* op, std::initializer_list<const Tensor*> ts, bool float8_ok = false) {
+// The device all (defined) tensors share; an error naming the op otherwise. A storage-only
+// tensor (dtype.h) is refused here too, naming the op, unless the primitive converts into or
+// out of one (storage_ok: copy_ and fill_).
+static Device common_device(const char* op, std::initializer_list<const Tensor*> ts, bool storage_ok = false) {
   const Tensor* first = nullptr;
   for (const Tensor* t : ts) {
     if (!t->defined()) continue;
-    AMPGRAD_CHECK(float8_ok || !is_float8(t->dtype()), op << ": not defined for dtype " << dtype_name(t->dtype())
-                                                          << " (float8 tensors hold data for scaled_mm; convert with .to(kFloat32) first)");
+    AMPGRAD_CHECK(storage_ok || !is_storage_only(t->dtype()), op << ": not defined for dtype " << dtype_name(t->dtype()) << " ("
+                                                                  << storage_only_note(t->dtype()) << "; convert with .to(kFloat32) first)");
     if (!first) first = t;
     AMPGRAD_CHECK(t->device() == first->device(), op << ": expected all tensors on one device, got "
                                                      << first->device().str() << " and " << t->device().str());
@@ -71,7 +71,7 @@ static auto on_device(const char* kernel, Device d, [[maybe_unused]] CudaCall cu
 // defined_for, the rule the backends compile their kernels by, asked at run time.
 template <class WithOp> static bool takes_dtype(DType t, WithOp with_op) {
   bool ok = false;
-  if (is_float8(t)) return false;
+  if (is_storage_only(t)) return false;
   dispatch(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     with_op([&](auto f) { ok = defined_for<decltype(f), T, opmath_t<T>>; });
@@ -139,7 +139,7 @@ static void check_written(const char* op, const Tensor& dst, const Tensor* src =
 
 void fill_(const Tensor& dst, double v) {
   check_written("fill_", dst);
-  ON_DEVICE("fill_", common_device("fill_", {&dst}, /*float8_ok=*/true), fill_(dst, v));
+  ON_DEVICE("fill_", common_device("fill_", {&dst}, /*storage_ok=*/true), fill_(dst, v));
 }
 void axpy_(const Tensor& y, const Tensor& x, double alpha) {
   AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
@@ -222,13 +222,13 @@ Tensor abs_max(const Tensor& x) {
   require_floating("abs_max", x.dtype());
   return DISPATCH("abs_max", abs_max(x), &x);
 }
-Tensor scale_to_float8(const Tensor& x, const Tensor& scale, DType float8_dtype) {
-  const char* op = "to_float8";
-  AMPGRAD_CHECK(is_float8(float8_dtype), op << ": the target must be a float8 dtype, got " << dtype_name(float8_dtype));
+Tensor scaled_cast(const Tensor& x, const Tensor& scale, DType dtype) {
+  const char* op = "scaled_cast";
+  AMPGRAD_CHECK(is_storage_only(dtype), op << ": the target must be a storage-only dtype, got " << dtype_name(dtype));
   require_floating(op, x.dtype());
   AMPGRAD_CHECK(scale.dtype() == kFloat32 && scale.dim() == 0,
                 op << ": the scale must be a 0-d float32 tensor, got " << dtype_name(scale.dtype()) << " " << shape_str(scale.shape()));
-  return DISPATCH(op, scale_to_float8(x, scale, float8_dtype), &x, &scale);
+  return DISPATCH(op, scaled_cast(x, scale, dtype), &x, &scale);
 }
 Tensor softmax_lastdim(const Tensor& x, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
@@ -255,7 +255,7 @@ Tensor cross_entropy_backward(const Tensor& logp, const Tensor& index, const Ten
   check(hit, "hit", logp.dtype(), {{N, 1}});
   check(scale, "scale", logp.dtype(), {{N, 1}, {1, 1}});
   if (spread.defined()) check(spread, "spread", logp.dtype(), {{1, C}, {1, 1}, {}});
-  AMPGRAD_CHECK(is_floating_point(dtype) && !is_float8(dtype) && logp.dtype() == (dtype == kFloat64 ? kFloat64 : kFloat32),
+  AMPGRAD_CHECK(is_floating_point(dtype) && !is_storage_only(dtype) && logp.dtype() == (dtype == kFloat64 ? kFloat64 : kFloat32),
                 op << ": cannot write the gradient as " << dtype_name(dtype) << " from " << dtype_name(logp.dtype())
                    << " log-probabilities (float64 comes from float64; float32, float16 and bfloat16 from float32)");
   return DISPATCH(op, cross_entropy_backward(logp, index, kept, coef, hit, spread, scale, dtype), &logp, &index, &kept, &coef, &hit, &spread, &scale);
@@ -327,7 +327,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
     return cuda::copy_(dst, src);
   }
 #endif
-  common_device("copy_", {&dst, &src}, /*float8_ok=*/true);
+  common_device("copy_", {&dst, &src}, /*storage_ok=*/true);
   KernelCall call("copy_", dst.device());
   cpu::copy_(dst, src);
 }

@@ -51,8 +51,8 @@ class Generator {
 Generator& default_generator();
 
 // Notes, while it lives, every Generator that random creation on this thread draws from, with
-// its state before the first draw. Activation checkpointing (autograd/checkpoint.h) replays a
-// region's draws, dropout masks included, from these. Nested recorders all take note.
+// its state before the first draw. Activation checkpointing replays a region's
+// draws, dropout masks included, from these. Nested recorders all take note.
 class DrawRecorder {
  public:
   using Drawn = std::vector<std::pair<Generator*, Generator::State>>;

@@ -102,7 +102,7 @@ template <class T> std::vector<T> to_vector(const Tensor& t) {
 }
 template <class T> T Tensor::item() const {
   AMPGRAD_CHECK(numel() == 1, "item: a tensor with " << numel() << " elements cannot be converted to a scalar");
-  return dispatch_with_float8(dtype(), [&](auto tag) {
+  return dispatch_with_storage(dtype(), [&](auto tag) {
     using S = typename decltype(tag)::type;
     return static_cast<T>(static_cast<opmath_t<S>>(to_vector<S>(*this)[0]));
   });

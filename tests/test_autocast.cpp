@@ -1,7 +1,7 @@
 // test_autocast.cpp — the autocast policy in action: output dtypes per policy category (on each
 // device, with that device's column of the table), nesting, device-type isolation, the
-// weight-cast cache (and its no-grad case), gradients reaching float32 master weights, and a
-// check that every op consults the table.
+// weight-cast cache (and its no-grad case), gradients reaching float32 master weights, a check
+// that every op consults the table, and the dispatch hook that reroutes linear.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -207,6 +207,36 @@ TEST_CASE("a linear or matmul of any rank consults the table once, so its trace 
   CHECK(linears == 1);
   CHECK(matmuls == 2);
   CHECK(casts == 3 + 2 + 2);  // every float32 operand cast to float16 once
+}
+
+TEST_CASE("the dispatch hook: a route_linear reroutes linear on its device type, nests, and is off under suspend") {
+  const Tensor x = from_vector<float>({1.f, 2.f}).reshape({1, 2}), w = from_vector<float>({3.f, 4.f}).reshape({1, 2});
+  const auto y = [&] { return linear(x, w).item<float>(); };  // 1·3 + 2·4 = 11 as itself
+  CHECK(y() == 11.f);
+  {
+    // A route that suspends amp for its own steps, as an edge's fused op does, and reads its
+    // capture after: linear runs a copy of the route, which the suspension leaves in place.
+    const float factor = 2.f;
+    amp::route_linear doubled(DeviceType::CPU, [factor](const Tensor& x, const Tensor& w, const Tensor&) {
+      amp::suspend own_steps;
+      return matmul(x, w.t()) * double(factor);
+    });
+    CHECK(y() == 22.f);
+    {
+      amp::route_linear off(DeviceType::CPU, {});
+      CHECK(y() == 11.f);
+    }
+    {
+      amp::route_linear other_device(DeviceType::CUDA, {});
+      CHECK(y() == 22.f);
+    }
+    {
+      amp::suspend backward_like;
+      CHECK(y() == 11.f);
+    }
+    CHECK(y() == 22.f);
+  }
+  CHECK(y() == 11.f);
 }
 
 DEVICE_TEST_CASE("two micro-batches in one autocast region: both backwards reach the weight") {

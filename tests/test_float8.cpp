@@ -213,7 +213,7 @@ TEST_CASE("float8 tensors print and convert, and compute ops refuse them by name
   CHECK(!w.to(kFloat8_e5m2).requires_grad());
   CHECK(error_of([&] { Tensor(q).requires_grad_(); }) == "requires_grad_: only floating tensors of a compute dtype can require gradients, got float8_e4m3fn");
   nn::Linear fc(2, 2);
-  CHECK(error_of([&] { fc.to(kFloat8_e4m3fn); }) == "Module::to: float8_e4m3fn holds scaled data, not parameters; train in float8 under amp::float8_autocast");
+  CHECK(error_of([&] { fc.to(kFloat8_e4m3fn); }) == "Module::to: float8_e4m3fn holds no parameters (float8 tensors hold data for scaled_mm)");
 }
 
 DEVICE_TEST_CASE("to_float8: the largest magnitude lands on the largest finite, a scale per tensor") {
@@ -279,16 +279,16 @@ DEVICE_TEST_CASE("to_float8's two fused passes give the values of the five ops t
           const Tensor scale = full({}, s, TensorOptions(kFloat32).device(dev));
           const auto [want_amax, want] = composed(x, scale, f8);
           CHECK(same_values(amax, want_amax));
-          CHECK(same_values(kernels::scale_to_float8(x, scale, f8), want));
+          CHECK(same_values(kernels::scaled_cast(x, scale, f8), want));
         }
       }
   // A NaN keeps its sign, and -0 stays -0, whatever the scale: the codes themselves.
   const Tensor specials = f32({NAN, -NAN, -0.0f, 0.0f}, dev), three = full({}, 3.0, TensorOptions(kFloat32).device(dev));
-  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) CHECK(codes(kernels::scale_to_float8(specials, three, f8)) == std::vector<uint8_t>{0x7F, 0xFF, 0x80, 0x00});
+  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) CHECK(codes(kernels::scaled_cast(specials, three, f8)) == std::vector<uint8_t>{0x7F, 0xFF, 0x80, 0x00});
   CHECK(kernels::abs_max(zeros({0, 3}).to(dev)).item<float>() == 0);
   CHECK(kernels::abs_max(full({5}, -2.5).to(dev)).item<float>() == 2.5f);
-  CHECK(error_of([&] { kernels::scale_to_float8(big.to(dev), full({1}, 1.0).to(dev), kFloat8_e4m3fn); }) ==
-        "to_float8: the scale must be a 0-d float32 tensor, got float32 [1]");
+  CHECK(error_of([&] { kernels::scaled_cast(big.to(dev), full({1}, 1.0).to(dev), kFloat8_e4m3fn); }) ==
+        "scaled_cast: the scale must be a 0-d float32 tensor, got float32 [1]");
   CHECK(error_of([&] { kernels::abs_max(full({2}, 1.0, kInt64).to(dev)); }) == "abs_max: expected a floating dtype, got int64");
 }
 

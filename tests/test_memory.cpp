@@ -8,6 +8,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "devices.h"
+#include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "tensor/cpu/allocator.h"
 #include "tensor/memory_stats.h"

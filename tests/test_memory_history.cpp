@@ -10,6 +10,7 @@
 #include "autograd/checkpoint.h"
 #include "autograd/ops.h"
 #include "devices.h"
+#include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "tensor/kernels.h"
 #include "tensor/memory_history.h"

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "nn/attention.h"
+#include "nn/checkpoint.h"
 
 namespace gpt {
 using namespace ampgrad;

@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include "amp/autocast.h"
+#include "autograd/float8.h"
 #include "data/atomic_file.h"
+#include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "tensor/memory_history.h"
 #include "tensor/memory_stats.h"

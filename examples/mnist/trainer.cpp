@@ -14,6 +14,7 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "mnist/models.h"
+#include "nn/checkpoint.h"
 #include "optim/optim.h"
 #include "tensor/memory_stats.h"
 #include "tensor/threads.h"

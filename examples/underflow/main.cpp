@@ -22,6 +22,7 @@
 #include "amp/autocast.h"
 #include "amp/grad_health.h"
 #include "amp/grad_scaler.h"
+#include "autograd/float8.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "report_errors.h"

@@ -209,9 +209,9 @@ void copy_(const Tensor& dst, const Tensor& src) {  // shapes checked in tensor/
   // Contiguous float32 <-> 16-bit casts (every autocast cast, every half GEMM's widening) take
   // the vectorised path of half_convert.h.
   const bool contiguous_pair = dst.shape() == src.shape() && dst.is_contiguous() && src.is_contiguous();
-  dispatch_with_float8(dst.dtype(), [&](auto dtag) {
+  dispatch_with_storage(dst.dtype(), [&](auto dtag) {
     using D = typename decltype(dtag)::type;
-    dispatch_with_float8(src.dtype(), [&](auto stag) {
+    dispatch_with_storage(src.dtype(), [&](auto stag) {
       using S = typename decltype(stag)::type;
       if constexpr (has_convert_contiguous<D, S>) {
         if (contiguous_pair)
@@ -237,7 +237,7 @@ Tensor contiguous_copy(const Tensor& x, DType dtype) {
 }
 
 void fill_(const Tensor& dst, double value) {
-  dispatch_with_float8(dst.dtype(), [&](auto tag) {
+  dispatch_with_storage(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T v = static_cast<T>(static_cast<opmath_t<T>>(value));
     for_each_run<1>(dst.shape(), {(char*)dst.raw_data()}, {sizeof(T)}, {dst.strides()},

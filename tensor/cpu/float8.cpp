@@ -1,6 +1,7 @@
-// float8.cpp — to_float8's two passes over a tensor (autograd/float8.h): its largest magnitude,
-// then the scaled, saturating cast. The per-element rules are tensor/float8.h's, which the CUDA
-// kernels run too; composed of ops, the same narrowing took five passes and four temporaries.
+// float8.cpp — to_float8's two passes over a tensor (autograd/float8.h), the primitives abs_max
+// and scaled_cast: its largest magnitude, then the scaled, saturating cast into a float8 type.
+// The per-element rules are tensor/float8.h's, which the CUDA kernels run too; composed of ops,
+// the same narrowing took five passes and four temporaries.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -59,14 +60,14 @@ Tensor abs_max(const Tensor& x_in) {
   return out;
 }
 
-Tensor scale_to_float8(const Tensor& x_in, const Tensor& scale, DType float8_dtype) {
+Tensor scaled_cast(const Tensor& x_in, const Tensor& scale, DType float8_dtype) {
   const Tensor x = contiguous_copy(x_in);
   Tensor out = empty(x.shape(), float8_dtype);
   const float s = *scale.data_ptr<float>();
   dispatch_floating("to_float8", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = (const T*)x.raw_data();
-    dispatch_with_float8(float8_dtype, [&](auto ftag) {
+    dispatch_with_storage(float8_dtype, [&](auto ftag) {
       using F8 = typename decltype(ftag)::type;
       if constexpr (std::is_same_v<F8, float8_e4m3fn> || std::is_same_v<F8, float8_e5m2>) {
         F8* o = (F8*)out.raw_data();

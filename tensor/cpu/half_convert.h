@@ -62,28 +62,27 @@ inline void float_to_half(half* dst, const float* src, int64_t n) {
   for (; i < n; ++i) dst[i] = half(src[i]);
 }
 
-// A float8 code has 256 values: widening looks each up in a table made by the scalar
-// conversion, so the bits are the same (scaled_mm widens its operands to bfloat16 here).
-template <class D, class F8> void float8_to(D* dst, const F8* src, int64_t n) {
+// A storage-only type's code (dtype.h) has 256 values: widening looks each up in a table made by
+// the type's scalar conversion, so the bits are the same (a scaled GEMM widens its operands here).
+template <class D, class S> void widen_by_table(D* dst, const S* src, int64_t n) {
+  static_assert(sizeof(S) == 1);
   static const std::array<D, 256> table = [] {
     std::array<D, 256> t;
-    for (int c = 0; c < 256; ++c) t[c] = static_cast<D>(static_cast<float>(F8::from_bits(uint8_t(c))));
+    for (int c = 0; c < 256; ++c) t[c] = static_cast<D>(static_cast<float>(S::from_bits(uint8_t(c))));
     return t;
   }();
   for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i].bits];
 }
 
-template <class T> constexpr bool is_float8_type = std::is_same_v<T, float8_e4m3fn> || std::is_same_v<T, float8_e5m2>;
-
-// dst[i] = src[i] for contiguous arrays: the four float32 <-> 16-bit pairs above, and float8 to
-// any floating type.
+// dst[i] = src[i] for contiguous arrays: the four float32 <-> 16-bit pairs above, and a
+// storage-only type to any floating compute type.
 template <class D, class S>
 constexpr bool has_convert_contiguous = (std::is_same_v<D, float> && (std::is_same_v<S, half> || std::is_same_v<S, bfloat16>)) ||
                                         (std::is_same_v<S, float> && (std::is_same_v<D, half> || std::is_same_v<D, bfloat16>)) ||
-                                        (is_float8_type<S> && std::is_floating_point_v<opmath_t<D>> && !is_float8_type<D>);
+                                        (is_storage_only_type<S> && std::is_floating_point_v<opmath_t<D>> && !is_storage_only_type<D>);
 template <class D, class S> void convert_contiguous(D* dst, const S* src, int64_t n) {
   static_assert(has_convert_contiguous<D, S>);
-  if constexpr (is_float8_type<S>) float8_to(dst, src, n);
+  if constexpr (is_storage_only_type<S>) widen_by_table(dst, src, n);
   else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, half>) half_to_float(dst, src, n);
   else if constexpr (std::is_same_v<D, half>) float_to_half(dst, src, n);
   else if constexpr (std::is_same_v<D, float>) bf16_to_float(dst, src, n);

@@ -18,9 +18,9 @@ struct Identity {
 
 void launch_copy(DType dst_dtype, DType src_dtype, const Loop<2>& loop) {
   if (dst_dtype == src_dtype)
-    return dispatch_with_float8(dst_dtype, [&](auto tag) { launch_elementwise(loop, Move<typename decltype(tag)::type>{}); });
-  dispatch_with_float8(dst_dtype, [&](auto dtag) {
-    dispatch_with_float8(src_dtype, [&](auto stag) { map_into<typename decltype(dtag)::type, typename decltype(stag)::type>(loop, Identity{}); });
+    return dispatch_with_storage(dst_dtype, [&](auto tag) { launch_elementwise(loop, Move<typename decltype(tag)::type>{}); });
+  dispatch_with_storage(dst_dtype, [&](auto dtag) {
+    dispatch_with_storage(src_dtype, [&](auto stag) { map_into<typename decltype(dtag)::type, typename decltype(stag)::type>(loop, Identity{}); });
   });
 }
 

@@ -33,12 +33,12 @@ template <class F> void dispatch(DType t, F&& f) {
     case DType::Float8_e4m3fn:
     case DType::Float8_e5m2: break;
   }
-  float8_not_computable(t);
+  refuse_storage_only(t);
 }
 
-// Same, with the float8 types too: for the copy and fill kernels, which hold float8 values
-// without computing on them.
-template <class F> void dispatch_with_float8(DType t, F&& f) {
+// Same, with the storage-only (float8) types too: for the copy and fill kernels, which hold
+// their values without computing on them.
+template <class F> void dispatch_with_storage(DType t, F&& f) {
   if (t == DType::Float8_e4m3fn) return f(type_tag<float8_e4m3fn>{});
   if (t == DType::Float8_e5m2) return f(type_tag<float8_e5m2>{});
   dispatch(t, std::forward<F>(f));

@@ -75,7 +75,7 @@ void launch_where(DType dtype, const Loop<4>& loop) {
 }
 
 void launch_fill(DType dtype, const Loop<1>& loop, double value) {
-  dispatch_with_float8(dtype, [&](auto tag) {
+  dispatch_with_storage(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_elementwise(loop, Fill<T>{cast<T>(static_cast<opmath_t<T>>(value))});
   });

@@ -11,7 +11,7 @@ Tensor abs_max(const Tensor& x_in) {
   return out;
 }
 
-Tensor scale_to_float8(const Tensor& x_in, const Tensor& scale, DType float8_dtype) {
+Tensor scaled_cast(const Tensor& x_in, const Tensor& scale, DType float8_dtype) {
   const Tensor x = contiguous(x_in);
   Tensor out = empty_on(x, x.shape(), float8_dtype);
   launch_scale_to_float8(x.dtype(), float8_dtype, x.raw_data(), scale.data_ptr<float>(), out.raw_data(), x.numel());
