@@ -121,6 +121,7 @@ std::vector<OpInfo> op_infos() {
       {Op::sigmoid, "", {{{4, 6}, -3, 3}}, [](In i) { return sigmoid(i[0]); }, map1([](double x) { return 1 / (1 + std::exp(-x)); })},
       {Op::relu, "", {{{4, 6}}}, [](In i) { return relu(i[0]); }, map1([](double x) { return x > 0 ? x : 0.0; })},
       {Op::gelu, "", {{{4, 6}, -3, 3}}, [](In i) { return gelu(i[0]); }, map1([](double x) { return x * (1 + std::erf(x / std::sqrt(2.0))) / 2; })},
+      {Op::silu, "", {{{4, 6}, -3, 3}}, [](In i) { return silu(i[0]); }, map1([](double x) { return x / (1 + std::exp(-x)); })},
       {Op::pow, "3", {{{4, 6}}}, [](In i) { return pow(i[0], 3); }, map1([](double x) { return x * x * x; })},
       {Op::pow, "2 (squared exactly)", {{{4, 6}}}, [](In i) { return pow(i[0], 2); }, map1([](double x) { return x * x; })},
       {Op::pow, "0.5", {{{4, 6}, 0.5, 2}}, [](In i) { return pow(i[0], 0.5); }, map1([](double x) { return std::sqrt(x); })},
