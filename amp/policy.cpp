@@ -1,4 +1,4 @@
-// policy.cpp — the table itself. One row per op; a missing or misplaced row fails to compile.
+// policy.cpp — the table, built from tensor/ops.def (its one screen of data), and its printing.
 // CUDA rows follow PyTorch's CUDA lists (sum/softmax/log_softmax/exp/log/pow/layer_norm/
 // group_norm and the losses in fp32); CPU rows follow PyTorch's CPU lists, which keep only the losses in fp32.
 #include "amp/policy.h"
@@ -9,75 +9,10 @@
 namespace ampgrad::amp {
 
 namespace {
-constexpr Cast LP = Cast::lower_precision, F32 = Cast::fp32, PRO = Cast::promote, IN = Cast::input_dtype, BAN = Cast::banned;
-
+// The rows, from tensor/ops.def: a policy there that is not a Cast fails here, naming its op.
 constexpr std::array<PolicyRow, kNumOps> kTable{{
-    //  op                     name            cuda  cpu
-    // lower precision: GEMMs
-    {Op::matmul,          "matmul",          LP,  LP},
-    {Op::linear,          "linear",          LP,  LP},
-    {Op::conv2d,          "conv2d",          LP,  LP},
-    // elementwise
-    {Op::add,             "add",             IN,  IN},
-    {Op::sub,             "sub",             IN,  IN},
-    {Op::mul,             "mul",             IN,  IN},
-    {Op::div,             "div",             IN,  IN},
-    {Op::neg,             "neg",             IN,  IN},
-    {Op::pow,             "pow",             F32, IN},
-    {Op::exp,             "exp",             F32, IN},
-    {Op::log,             "log",             F32, IN},
-    {Op::log1p,           "log1p",           F32, IN},
-    {Op::sqrt,            "sqrt",            IN,  IN},
-    {Op::abs,             "abs",             IN,  IN},
-    {Op::tanh,            "tanh",            IN,  IN},
-    {Op::sigmoid,         "sigmoid",         IN,  IN},
-    {Op::relu,            "relu",            IN,  IN},
-    {Op::gelu,            "gelu",            IN,  IN},
-    {Op::clamp,           "clamp",           IN,  IN},
-    {Op::where,           "where",           PRO, PRO},
-    {Op::eq,              "eq",              IN,  IN},
-    {Op::ne,              "ne",              IN,  IN},
-    {Op::lt,              "lt",              IN,  IN},
-    {Op::le,              "le",              IN,  IN},
-    {Op::gt,              "gt",              IN,  IN},
-    {Op::ge,              "ge",              IN,  IN},
-    // reductions
-    {Op::sum,             "sum",             F32, IN},
-    {Op::mean,            "mean",            F32, IN},
-    {Op::max,             "max",             IN,  IN},
-    {Op::min,             "min",             IN,  IN},
-    {Op::argmax,          "argmax",          IN,  IN},
-    // shape, views, copies, casts
-    {Op::reshape,         "reshape",         IN,  IN},
-    {Op::view,            "view",            IN,  IN},
-    {Op::flatten,         "flatten",         IN,  IN},
-    {Op::transpose,       "transpose",       IN,  IN},
-    {Op::permute,         "permute",         IN,  IN},
-    {Op::narrow,          "narrow",          IN,  IN},
-    {Op::select,          "select",          IN,  IN},
-    {Op::index_select,    "index_select",    IN,  IN},
-    {Op::expand,          "expand",          IN,  IN},
-    {Op::unsqueeze,       "unsqueeze",       IN,  IN},
-    {Op::squeeze,         "squeeze",         IN,  IN},
-    {Op::contiguous,      "contiguous",      IN,  IN},
-    {Op::clone,           "clone",           IN,  IN},
-    {Op::cat,             "cat",             PRO, PRO},
-    {Op::stack,           "stack",           PRO, PRO},
-    {Op::to,              "to",              IN,  IN},
-    // neural-network ops
-    {Op::softmax,         "softmax",         F32, IN},
-    {Op::log_softmax,     "log_softmax",     F32, IN},
-    {Op::cross_entropy,   "cross_entropy",   F32, F32},
-    {Op::nll_loss,        "nll_loss",        F32, F32},
-    {Op::mse_loss,        "mse_loss",        F32, F32},
-    {Op::binary_cross_entropy, "binary_cross_entropy", BAN, F32},
-    {Op::binary_cross_entropy_with_logits, "binary_cross_entropy_with_logits", F32, F32},
-    {Op::max_pool2d,      "max_pool2d",      IN,  IN},
-    {Op::layer_norm,      "layer_norm",      F32, IN},
-    {Op::batch_norm,      "batch_norm",      IN,  IN},
-    {Op::group_norm,      "group_norm",      F32, IN},
-    {Op::dropout,         "dropout",         IN,  IN},
-    {Op::embedding,       "embedding",       IN,  IN},
+#define OP(name, cuda, cpu) {Op::name, #name, Cast::cuda, Cast::cpu},
+#include "tensor/ops.def"
 }};
 
 constexpr bool table_is_complete() {

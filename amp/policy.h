@@ -1,7 +1,7 @@
 // policy.h — THE autocast policy table: every op of the library and, per device type, which
-// precision it runs in under autocast. It is data: autograd/autocast.cpp reads it at the start
-// of every op call and casts accordingly; print_policy_table() shows it. Grouped as PyTorch's
-// aten/src/ATen/autocast_mode.cpp groups its lists.
+// precision it runs in under autocast. It is data, written in tensor/ops.def (one line per op,
+// grouped as PyTorch's aten/src/ATen/autocast_mode.cpp groups its lists): autograd/autocast.cpp
+// reads it at the start of every op call and casts accordingly; print_policy_table() shows it.
 //
 //   lower_precision  cast floating inputs to the autocast dtype (f16/bf16): GEMM-shaped ops,
 //                    where 16-bit inputs with float32 accumulation are fast and safe
@@ -20,20 +20,11 @@
 
 namespace ampgrad::amp {
 
+// Every op of tensor/ops.def, in its order (kernels that only a backward calls have none).
 enum class Op : uint8_t {
-  // linear algebra and convolution
-  matmul, linear, conv2d,
-  // elementwise arithmetic and activations
-  add, sub, mul, div, neg, pow, exp, log, log1p, sqrt, abs, tanh, sigmoid, relu, gelu, clamp, where,
-  eq, ne, lt, le, gt, ge,
-  // reductions
-  sum, mean, max, min, argmax,
-  // shape, views, copies, casts
-  reshape, view, flatten, transpose, permute, narrow, select, index_select, expand, unsqueeze, squeeze,
-  contiguous, clone, cat, stack, to,
-  // neural-network ops
-  softmax, log_softmax, cross_entropy, nll_loss, mse_loss, binary_cross_entropy, binary_cross_entropy_with_logits, max_pool2d,
-  layer_norm, batch_norm, group_norm, dropout, embedding, kCount
+#define OP(name, cuda, cpu) name,
+#include "tensor/ops.def"
+  kCount
 };
 inline constexpr size_t kNumOps = size_t(Op::kCount);
 

@@ -140,6 +140,18 @@ static Tensor gelu_backward(const Tensor& g, const Tensor& x) {
 Tensor relu(const Tensor& x) { return unary_op(Op::relu, Unary::relu, x, Save::output, relu_backward); }
 Tensor gelu(const Tensor& x) { return unary_op(Op::gelu, Unary::gelu, x, Save::input, gelu_backward); }  // Φ(x) + x φ(x): tensor/scalar_math.h
 
+// silu(x) = x·σ(x), PyTorch's nn.functional.silu: a composite of two kernels, no kernel of its
+// own. Its derivative, d/dx x·σ(x) = σ(x)(1 + x(1 − σ(x))), is written here, so backward keeps x alone.
+Tensor silu(const Tensor& x_in) {
+  auto [x] = autocast(Op::silu, as_float(x_in));
+  Tensor out = kernel(Binary::mul, x, kernel(Unary::sigmoid, x));
+  record("silu", out, {x}, [x = Saved(x)](const Tensor& g, const Needs&) {
+    Tensor s = sigmoid(x);
+    return grads(g * s * (1.0 + x * (1.0 - s)));
+  });
+  return out;
+}
+
 Tensor pow(const Tensor& x_in, double p) {  // d/dx x^p = p x^(p-1)
   auto [x] = autocast(Op::pow, x_in);
   Tensor out = kernels::pow_scalar(x, p);

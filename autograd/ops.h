@@ -30,30 +30,16 @@ struct Scalar {
 };
 
 // ---- elementwise (broadcasting; mixed dtypes promote as in PyTorch) ----
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor neg(const Tensor& x);
+// The plain ones come from tensor/ops.def: Tensor name(const Tensor& x) for every UNARY op
+// (neg, exp, log, log1p, sqrt, abs, tanh, sigmoid, relu, gelu, ...), and
+// Tensor name(const Tensor& a, const Tensor& b) for add, sub, mul, div and the comparisons
+// (eq, ne, lt, le, gt, ge: bool outputs, no gradient).
+#define UNARY(name, cuda, cpu) Tensor name(const Tensor& x);
+#define BINARY_KERNEL(name, Functor, cuda, cpu) Tensor name(const Tensor& a, const Tensor& b);
+#include "tensor/ops.def"
 Tensor pow(const Tensor& x, double exponent);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor log1p(const Tensor& x);  // log(1 + x), exact for tiny x
-Tensor sqrt(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);  // a float bound makes an integer x float32
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-// comparisons give bool and carry no gradient
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
 
 // The scalar as a 0-d tensor on like's device, in the dtype the rule above gives.
 Tensor scalar_like(Scalar value, const Tensor& like);

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # size-report.sh — how big ampgrad is, measured like its speed: library lines per folder, the
-# largest files, the engine, the README, and for each extra (an edge) the core files that name it.
+# largest files, the engine, the README, for each extra (an edge) the core files that name it, and
+# how many files the op recipe's worked example (silu) touches.
 #   scripts/size-report.sh            # this checkout
 #   scripts/size-report.sh --check    # ... and exit 1 if a budget of DESIGN.md is broken
 # The core is what one AMP step on the CPU runs through: tensor/, autograd/, amp/, nn/, optim/,
 # less the edges' own files (the CUDA backend, FP8, MemoryHistory, Profile, checkpoint,
 # functional, oneDNN). Budgets: no library file over 400 lines, engine.cpp ≤ 200, README ≤ 300,
-# each extra named by ≤ 3 core files outside its own.
+# each extra named by ≤ 3 core files outside its own, silu in ≤ 4 files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=${1:-}
@@ -60,4 +61,11 @@ for e in "${extras[@]}"; do
   n=$(grep -c . <<<"$mine" || true)
   printf '  %-16s %3d  %s\n' "$name" "$n" "$(tr '\n' ' ' <<<"$mine")"
 done
+# The op recipe of DESIGN.md: an elementwise op (silu, the worked example) in at most four files.
+echo "== op recipe (budget 4 files)"
+recipe=$(git grep -lw silu -- tensor autograd amp nn optim tests || true)
+n=$(grep -c . <<<"$recipe" || true)
+printf '  %-16s %3d files, %d lines  %s\n' silu "$n" "$(git grep -hw silu -- tensor autograd amp nn optim tests | wc -l)" "$(tr '\n' ' ' <<<"$recipe")"
+((n > 4)) && fail=1
+
 if [ "$check" = --check ] && ((fail)); then echo "size-report: a budget is broken (above)"; exit 1; fi

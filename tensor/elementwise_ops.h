@@ -1,6 +1,6 @@
-// elementwise_ops.h — every elementwise op of op_enum.h as a functor over its math type A (float
-// for half inputs), written once for both backends (AMPGRAD_HD): tensor/cpu/elementwise.cpp runs
-// them in its strided loops and tensor/cuda/elementwise.cu in its kernels, so the CPU tests
+// elementwise_ops.h — every elementwise kernel of tensor/ops.def as a functor over its math type
+// A (float for half inputs), written once for both backends (AMPGRAD_HD): tensor/cpu/elementwise.cpp
+// runs them in its strided loops and tensor/cuda/elementwise.cu in its kernels, so the CPU tests
 // check the arithmetic the GPU does. Loads, stores and rounding are the backends' own.
 //
 //   with_unary(Unary::exp, [&](auto f) { ... out[i] = T(f(A(x[i]))) ... });   // f is an Exp
@@ -67,43 +67,34 @@ template <class A> struct Axpy {  // add_: y + alpha * x
 // add, sub, mul and the comparisons; bool only the comparisons. T is the storage type, A its
 // math type. tensor/kernels.cpp refuses the other pairs by name before any backend sees them,
 // and the backends compile no kernel for them.
-template <class F> constexpr bool is_comparison =
-    std::is_same_v<F, Eq> || std::is_same_v<F, Ne> || std::is_same_v<F, Lt> || std::is_same_v<F, Le> || std::is_same_v<F, Gt> || std::is_same_v<F, Ge>;
+template <class F> constexpr bool is_comparison = false
+#define COMPARE_KERNEL(name, Functor, cuda, cpu) || std::is_same_v<F, Functor>
+#include "tensor/ops.def"
+    ;
 template <class F> constexpr bool int64_ok = is_comparison<F> || std::is_same_v<F, Neg> || std::is_same_v<F, Abs> || std::is_same_v<F, Relu> ||
                                              std::is_same_v<F, Add> || std::is_same_v<F, Sub> || std::is_same_v<F, Mul>;
 template <class F, class T, class A> constexpr bool defined_for =
     std::is_floating_point_v<A> || is_comparison<F> || (std::is_same_v<T, int64_t> && int64_ok<F>);
 
-// Calls body(f) with the functor of `op`: one switch per call, none per element.
+// Calls body(f) with the functor of `op`: one switch per call, none per element. Generated from
+// tensor/ops.def: a kernel registered there with no functor here fails to compile, naming it.
 template <class Body> void with_unary(Unary op, Body&& body) {
   switch (op) {
-    case Unary::neg: return body(Neg{});
-    case Unary::exp: return body(Exp{});
-    case Unary::log: return body(Log{});
-    case Unary::log1p: return body(Log1p{});
-    case Unary::sqrt: return body(Sqrt{});
-    case Unary::abs: return body(Abs{});
-    case Unary::tanh: return body(Tanh{});
-    case Unary::sigmoid: return body(Sigmoid{});
-    case Unary::relu: return body(Relu{});
-    case Unary::gelu: return body(Gelu{});
+#define UNARY_KERNEL(name, Functor, cuda, cpu) case Unary::name: return body(Functor{});
+#include "tensor/ops.def"
   }
 }
 template <class Body> void with_binary(Binary op, Body&& body) {
   switch (op) {
-    case Binary::add: return body(Add{});
-    case Binary::sub: return body(Sub{});
-    case Binary::mul: return body(Mul{});
-    case Binary::div: return body(Div{});
-    case Binary::relu_backward: return body(ReluBackward{});
-    case Binary::gelu_backward: return body(GeluBackward{});
-    case Binary::eq: return body(Eq{});
-    case Binary::ne: return body(Ne{});
-    case Binary::lt: return body(Lt{});
-    case Binary::le: return body(Le{});
-    case Binary::gt: return body(Gt{});
-    case Binary::ge: return body(Ge{});
+#define BINARY_KERNEL(name, Functor, cuda, cpu) case Binary::name: return body(Functor{});
+#define BACKWARD_KERNEL(name, Functor) case Binary::name: return body(Functor{});
+#include "tensor/ops.def"
   }
 }
+// A functor of the wrong arity fails here, naming its op, not deep inside a backend's loop.
+#define UNARY_KERNEL(name, Functor, cuda, cpu) static_assert(std::is_invocable_v<Functor, float>, "Unary::" #name ": " #Functor " must take one value");
+#define BINARY_KERNEL(name, Functor, cuda, cpu) static_assert(std::is_invocable_v<Functor, float, float>, "Binary::" #name ": " #Functor " must take two values");
+#define BACKWARD_KERNEL(name, Functor) BINARY_KERNEL(name, Functor, , )
+#include "tensor/ops.def"
 
 }  // namespace ampgrad::kernels

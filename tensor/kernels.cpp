@@ -12,15 +12,6 @@
 
 namespace ampgrad::kernels {
 
-const char* unary_name(Unary op) {
-  static const char* names[] = {"neg", "exp", "log", "log1p", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu"};
-  return names[(int)op];
-}
-const char* binary_name(Binary op) {
-  static const char* names[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge", "relu_backward", "gelu_backward"};
-  return names[(int)op];
-}
-
 // The device all (defined) tensors share; an error naming the op otherwise. A storage-only
 // tensor (dtype.h) is refused here too, naming the op, unless the primitive converts into or
 // out of one (storage_ok: copy_ and fill_).

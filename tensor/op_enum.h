@@ -1,20 +1,43 @@
-// op_enum.h — the op enums of the elementwise primitives, with no Eigen: the CUDA kernels
-// (nvcc) switch on them too. The primitives themselves are declared in kernels.h.
+// op_enum.h — the op enums of the elementwise primitives and their names, generated from
+// tensor/ops.def, with no Eigen: the CUDA kernels (nvcc) switch on them too. The primitives
+// themselves are declared in kernels.h, the functors that run them in elementwise_ops.h.
 #pragma once
 #include <cstdint>
 
 namespace ampgrad::kernels {
 
-enum class Unary : uint8_t { neg, exp, log, log1p, sqrt, abs, tanh, sigmoid, relu, gelu };
-enum class Binary : uint8_t {
-  add, sub, mul, div,
-  eq, ne, lt, le, gt, ge,           // comparisons: output bool
-  relu_backward,                    // (grad, x) -> grad * (x > 0)
-  gelu_backward,                    // (grad, x) -> grad * gelu'(x)
+enum class Unary : uint8_t {
+#define UNARY_KERNEL(name, Functor, cuda, cpu) name,
+#include "tensor/ops.def"
 };
+enum class Binary : uint8_t {
+#define BINARY_KERNEL(name, Functor, cuda, cpu) name,
+#define BACKWARD_KERNEL(name, Functor) name,
+#include "tensor/ops.def"
+};
+
 // The comparisons, whose output is bool whatever the inputs' dtype.
-inline bool is_comparison_op(Binary op) { return op >= Binary::eq && op <= Binary::ge; }
-const char* unary_name(Unary op);
-const char* binary_name(Binary op);
+constexpr bool is_comparison_op(Binary op) {
+  return false
+#define COMPARE_KERNEL(name, Functor, cuda, cpu) || op == Binary::name
+#include "tensor/ops.def"
+      ;
+}
+
+constexpr const char* unary_name(Unary op) {
+  switch (op) {
+#define UNARY_KERNEL(name, Functor, cuda, cpu) case Unary::name: return #name;
+#include "tensor/ops.def"
+  }
+  return "?";
+}
+constexpr const char* binary_name(Binary op) {
+  switch (op) {
+#define BINARY_KERNEL(name, Functor, cuda, cpu) case Binary::name: return #name;
+#define BACKWARD_KERNEL(name, Functor) case Binary::name: return #name;
+#include "tensor/ops.def"
+  }
+  return "?";
+}
 
 }  // namespace ampgrad::kernels

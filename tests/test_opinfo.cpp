@@ -1,0 +1,404 @@
+// test_opinfo.cpp — one OpInfo entry per op (as PyTorch's OpInfo and ggml's test-backend-ops)
+// drives every test of the op, on every device: forward against a float64 reference in every
+// dtype, gradcheck and gradgradcheck, the CPU against CUDA in float32/float16/bfloat16, and the
+// output dtype under autocast against the policy table (tensor/ops.def). Special cases an entry
+// cannot say (options, running statistics, masks) keep their own tests in test_ops.cpp & co.
+//
+// How to add a test for a new op: one entry in op_infos() — its amp::Op, a variant name, the
+// inputs' shapes and domain, the op as a lambda, and its reference in double (closed form, from
+// the inputs' values in row-major order); for a sum or a chain of roundings, R and steps too
+// (see tolerance()). exp's entry is the whole of its tests:
+//   {Op::exp, "", {{{4, 6}, -2, 2}}, [](In i) { return exp(i[0]); }, map1([](double x) { return std::exp(x); })},
+// The completeness test finds it; an op whose tests need more than a row goes in by_hand().
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "amp/autocast.h"
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "devices.h"
+#include "test_util.h"
+
+using namespace ampgrad;
+using amp::Cast;
+using amp::Op;
+
+namespace {
+
+using In = const std::vector<Tensor>&;
+using Values = std::vector<std::vector<double>>;  // each input's values, row-major
+using Reference = std::function<std::vector<double>(const Values&)>;
+
+struct Input {
+  Shape shape;
+  double lo = -1, hi = 1;  // uniform in [lo, hi): the op's domain (positive for log and sqrt)
+};
+
+struct OpInfo {
+  Op op;
+  std::string variant;  // tells two entries of one op apart ("" for the only one)
+  std::vector<Input> inputs;
+  std::function<Tensor(In)> f;
+  Reference reference;
+  int64_t R = 1;       // the longest float32 sum in the forward or the backward
+  int steps = 8;       // roundings to the dtype along the longest chain, forward and backward
+  bool differentiable = true;
+  std::string name() const { return std::string(amp::policy(op).name) + (variant.empty() ? "" : " " + variant); }
+};
+
+// ---- references
+Reference map1(std::function<double(double)> g) {
+  return [g](const Values& v) {
+    std::vector<double> out;
+    for (double x : v[0]) out.push_back(g(x));
+    return out;
+  };
+}
+Reference map2(std::function<double(double, double)> g) {  // inputs of one shape
+  return [g](const Values& v) {
+    std::vector<double> out;
+    for (size_t i = 0; i < v[0].size(); ++i) out.push_back(g(v[0][i], v[1][i]));
+    return out;
+  };
+}
+// g over each row of `cols` values, giving one value per row (or a row per row)
+std::vector<double> per_row(const std::vector<double>& x, size_t cols, std::function<std::vector<double>(std::vector<double>)> g) {
+  std::vector<double> out;
+  for (size_t r = 0; r < x.size(); r += cols) {
+    std::vector<double> y = g(std::vector<double>(x.begin() + r, x.begin() + r + cols));
+    out.insert(out.end(), y.begin(), y.end());
+  }
+  return out;
+}
+double total(const std::vector<double>& x) { double s = 0; for (double v : x) s += v; return s; }
+double logsumexp(const std::vector<double>& x) {
+  const double m = *std::max_element(x.begin(), x.end());
+  double s = 0;
+  for (double v : x) s += std::exp(v - m);
+  return m + std::log(s);
+}
+std::vector<double> softmax_row(std::vector<double> x, bool log) {
+  const double lse = logsumexp(x);
+  for (double& v : x) v = log ? v - lse : std::exp(v - lse);
+  return x;
+}
+// x (rows, cols) as (cols, rows)
+std::vector<double> transposed(const std::vector<double>& x, size_t rows, size_t cols) {
+  std::vector<double> out(x.size());
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c) out[c * rows + r] = x[r * cols + c];
+  return out;
+}
+// a (M, K) · bᵀ where b is (N, K): the GEMM of matmul and linear
+std::vector<double> gemm_nt(const std::vector<double>& a, const std::vector<double>& b, size_t M, size_t K) {
+  const size_t N = b.size() / K;
+  std::vector<double> out(M * N);
+  for (size_t m = 0; m < M; ++m)
+    for (size_t n = 0; n < N; ++n)
+      for (size_t k = 0; k < K; ++k) out[m * N + n] += a[m * K + k] * b[n * K + k];
+  return out;
+}
+double mean_of(const std::vector<double>& x) { return total(x) / double(x.size()); }
+
+// A constant tensor where x lives (targets, indices).
+Tensor beside(const Tensor& x, const Tensor& t) { return t.to(x.device()); }
+const std::vector<int64_t> kTargets = {0, 8, 3, 3};  // of (4, 9) logits: the first and last class, and a repeat
+
+std::vector<OpInfo> op_infos() {
+  return {
+      // ---- elementwise: unary
+      {Op::neg, "", {{{4, 6}}}, [](In i) { return neg(i[0]); }, map1([](double x) { return -x; })},
+      {Op::exp, "", {{{4, 6}, -2, 2}}, [](In i) { return exp(i[0]); }, map1([](double x) { return std::exp(x); })},
+      {Op::log, "", {{{4, 6}, 0.5, 2}}, [](In i) { return log(i[0]); }, map1([](double x) { return std::log(x); })},
+      {Op::log1p, "", {{{4, 6}, -0.5, 2}}, [](In i) { return log1p(i[0]); }, map1([](double x) { return std::log1p(x); })},
+      {Op::sqrt, "", {{{4, 6}, 0.5, 2}}, [](In i) { return sqrt(i[0]); }, map1([](double x) { return std::sqrt(x); })},
+      {Op::abs, "", {{{4, 6}}}, [](In i) { return abs(i[0]); }, map1([](double x) { return std::abs(x); })},
+      {Op::tanh, "", {{{4, 6}, -2, 2}}, [](In i) { return tanh(i[0]); }, map1([](double x) { return std::tanh(x); })},
+      {Op::sigmoid, "", {{{4, 6}, -3, 3}}, [](In i) { return sigmoid(i[0]); }, map1([](double x) { return 1 / (1 + std::exp(-x)); })},
+      {Op::relu, "", {{{4, 6}}}, [](In i) { return relu(i[0]); }, map1([](double x) { return x > 0 ? x : 0.0; })},
+      {Op::gelu, "", {{{4, 6}, -3, 3}}, [](In i) { return gelu(i[0]); }, map1([](double x) { return x * (1 + std::erf(x / std::sqrt(2.0))) / 2; })},
+      {Op::silu, "", {{{4, 6}, -3, 3}}, [](In i) { return silu(i[0]); }, map1([](double x) { return x / (1 + std::exp(-x)); })},
+      {Op::pow, "3", {{{4, 6}}}, [](In i) { return pow(i[0], 3); }, map1([](double x) { return x * x * x; })},
+      {Op::pow, "2 (squared exactly)", {{{4, 6}}}, [](In i) { return pow(i[0], 2); }, map1([](double x) { return x * x; })},
+      {Op::pow, "0.5", {{{4, 6}, 0.5, 2}}, [](In i) { return pow(i[0], 0.5); }, map1([](double x) { return std::sqrt(x); })},
+      {Op::clamp, "", {{{4, 6}}}, [](In i) { return clamp(i[0], -0.5, 0.5); }, map1([](double x) { return std::clamp(x, -0.5, 0.5); })},
+      // ---- elementwise: binary (broadcasting has its own tests in test_ops.cpp)
+      {Op::add, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return add(i[0], i[1]); }, map2([](double a, double b) { return a + b; })},
+      {Op::sub, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return sub(i[0], i[1]); }, map2([](double a, double b) { return a - b; })},
+      {Op::mul, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return mul(i[0], i[1]); }, map2([](double a, double b) { return a * b; })},
+      {Op::div, "", {{{4, 6}}, {{4, 6}, 0.5, 2}}, [](In i) { return div(i[0], i[1]); }, map2([](double a, double b) { return a / b; })},
+      {Op::where, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return where(gt(i[0], i[1]), i[0], i[1]); }, map2([](double a, double b) { return std::max(a, b); })},
+      // comparisons: clamp makes ties for eq, le and ge
+      {Op::eq, "", {{{4, 6}}}, [](In i) { return eq(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(std::abs(x) <= 0.5); }), 0, 0, false},
+      {Op::ne, "", {{{4, 6}}}, [](In i) { return ne(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(std::abs(x) > 0.5); }), 0, 0, false},
+      {Op::le, "", {{{4, 6}}}, [](In i) { return le(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x <= 0.5); }), 0, 0, false},
+      {Op::ge, "", {{{4, 6}}}, [](In i) { return ge(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x >= -0.5); }), 0, 0, false},
+      {Op::lt, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return lt(i[0], i[1]); }, map2([](double a, double b) { return double(a < b); }), 0, 0, false},
+      {Op::gt, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return gt(i[0], i[1]); }, map2([](double a, double b) { return double(a > b); }), 0, 0, false},
+      // ---- reductions
+      {Op::sum, "all", {{{5, 7}}}, [](In i) { return sum(i[0]); }, [](const Values& v) { return std::vector{total(v[0])}; }, 35},
+      {Op::sum, "dim 1", {{{5, 7}}}, [](In i) { return sum(i[0], {1}); },
+       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{total(r)}; }); }, 7},
+      {Op::mean, "all", {{{5, 7}}}, [](In i) { return mean(i[0]); }, [](const Values& v) { return std::vector{mean_of(v[0])}; }, 35},
+      {Op::mean, "dim 1 keepdim", {{{5, 7}}}, [](In i) { return mean(i[0], {1}, true); },
+       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{mean_of(r)}; }); }, 7},
+      {Op::max, "all", {{{5, 7}}}, [](In i) { return max(i[0]); }, [](const Values& v) { return std::vector{*std::max_element(v[0].begin(), v[0].end())}; }},
+      {Op::max, "dim 1", {{{5, 7}}}, [](In i) { return max(i[0], 1).first; },
+       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{*std::max_element(r.begin(), r.end())}; }); }},
+      {Op::min, "all", {{{5, 7}}}, [](In i) { return min(i[0]); }, [](const Values& v) { return std::vector{*std::min_element(v[0].begin(), v[0].end())}; }},
+      // ties (likely in bfloat16) go to the first, as in PyTorch
+      {Op::argmax, "dim 1", {{{5, 7}}}, [](In i) { return argmax(i[0], 1); },
+       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{double(std::max_element(r.begin(), r.end()) - r.begin())}; }); },
+       0, 0, false},
+      // ---- shape, views, copies
+      {Op::reshape, "", {{{4, 6}}}, [](In i) { return reshape(i[0], {3, -1}); }, map1([](double x) { return x; })},
+      {Op::view, "", {{{4, 6}}}, [](In i) { return view(i[0], {24}); }, map1([](double x) { return x; })},
+      {Op::flatten, "", {{{2, 3, 4}}}, [](In i) { return flatten(i[0], 1); }, map1([](double x) { return x; })},
+      {Op::unsqueeze, "", {{{4, 6}}}, [](In i) { return unsqueeze(i[0], 1); }, map1([](double x) { return x; })},
+      {Op::squeeze, "", {{{4, 1, 6}}}, [](In i) { return squeeze(i[0]); }, map1([](double x) { return x; })},
+      {Op::clone, "", {{{4, 6}}}, [](In i) { return clone(i[0]); }, map1([](double x) { return x; })},
+      {Op::transpose, "", {{{4, 6}}}, [](In i) { return transpose(i[0], 0, 1); }, [](const Values& v) { return transposed(v[0], 4, 6); }},
+      {Op::contiguous, "of a transpose", {{{4, 6}}}, [](In i) { return contiguous(transpose(i[0], 0, 1)); },
+       [](const Values& v) { return transposed(v[0], 4, 6); }},
+      {Op::narrow, "", {{{4, 6}}}, [](In i) { return narrow(i[0], 1, 2, 3); },
+       [](const Values& v) { return per_row(v[0], 6, [](auto r) { return std::vector(r.begin() + 2, r.begin() + 5); }); }},
+      {Op::select, "", {{{4, 6}}}, [](In i) { return select(i[0], 0, 2); }, [](const Values& v) { return std::vector(v[0].begin() + 12, v[0].begin() + 18); }},
+      // column 5 twice: its gradient adds two terms
+      {Op::index_select, "", {{{4, 6}}}, [](In i) { return index_select(i[0], 1, beside(i[0], from_vector<int64_t>({5, 0, 5, 2}))); },
+       [](const Values& v) { return per_row(v[0], 6, [](auto r) { return std::vector{r[5], r[0], r[5], r[2]}; }); }, 2},
+      {Op::expand, "", {{{4, 1}}}, [](In i) { return expand(i[0], {4, 6}); },
+       [](const Values& v) { return per_row(v[0], 1, [](auto r) { return std::vector(6, r[0]); }); }, 6},
+      {Op::cat, "", {{{2, 6}}, {{3, 6}}}, [](In i) { return cat({i[0], i[1]}, 0); },
+       [](const Values& v) { std::vector<double> out = v[0]; out.insert(out.end(), v[1].begin(), v[1].end()); return out; }},
+      {Op::stack, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return stack({i[0], i[1]}); },
+       [](const Values& v) { std::vector<double> out = v[0]; out.insert(out.end(), v[1].begin(), v[1].end()); return out; }},
+      // ---- linear algebra (R: K in the forward, M or N in the backward's products)
+      {Op::matmul, "", {{{5, 16}}, {{16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
+       [](const Values& v) { return gemm_nt(v[0], transposed(v[1], 16, 7), 5, 16); }, 16},
+      {Op::linear, "", {{{6, 16}}, {{5, 16}}, {{5}}}, [](In i) { return linear(i[0], i[1], i[2]); },
+       [](const Values& v) {
+         std::vector<double> y = gemm_nt(v[0], v[1], 6, 16);
+         for (size_t k = 0; k < y.size(); ++k) y[k] += v[2][k % 5];
+         return y;
+       }, 16},
+      // ---- softmax and the losses, over (4, 9) logits
+      {Op::softmax, "", {{{4, 9}, -3, 3}}, [](In i) { return softmax(i[0], 1); },
+       [](const Values& v) { return per_row(v[0], 9, [](auto r) { return softmax_row(r, false); }); }, 9},
+      {Op::log_softmax, "", {{{4, 9}, -3, 3}}, [](In i) { return log_softmax(i[0], -1); },
+       [](const Values& v) { return per_row(v[0], 9, [](auto r) { return softmax_row(r, true); }); }, 9},
+      {Op::cross_entropy, "", {{{4, 9}, -3, 3}}, [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>(kTargets))); },
+       [](const Values& v) {
+         double loss = 0;
+         for (size_t n = 0; n < 4; ++n) loss -= softmax_row(std::vector(v[0].begin() + 9 * n, v[0].begin() + 9 * n + 9), true)[kTargets[n]];
+         return std::vector{loss / 4};
+       }, 9, 32},
+      {Op::nll_loss, "", {{{4, 9}, -3, 0}}, [](In i) { return nll_loss(i[0], beside(i[0], from_vector<int64_t>(kTargets))); },
+       [](const Values& v) {
+         double loss = 0;
+         for (size_t n = 0; n < 4; ++n) loss -= v[0][9 * n + kTargets[n]];
+         return std::vector{loss / 4};
+       }, 4},
+      {Op::mse_loss, "", {{{2, 3}}, {{2, 3}}}, [](In i) { return mse_loss(i[0], i[1]); },
+       [](const Values& v) { return std::vector{mean_of(map2([](double a, double b) { return (a - b) * (a - b); })(v))}; }, 6, 16},
+      // input: probabilities away from 0 and 1; target: any probability
+      {Op::binary_cross_entropy, "", {{{2, 3}, 0.1, 0.9}, {{2, 3}, 0, 1}}, [](In i) { return binary_cross_entropy(i[0], i[1]); },
+       [](const Values& v) {
+         return std::vector{mean_of(map2([](double p, double t) { return -(t * std::log(p) + (1 - t) * std::log1p(-p)); })(v))};
+       }, 6, 32},
+      {Op::binary_cross_entropy_with_logits, "", {{{2, 3}, -3, 3}, {{2, 3}, 0, 1}}, [](In i) { return binary_cross_entropy_with_logits(i[0], i[1]); },
+       [](const Values& v) {  // (1 − t)·x + log(1 + e^−x), written stably
+         return std::vector{mean_of(map2([](double x, double t) { return std::max(x, 0.0) - x * t + std::log1p(std::exp(-std::abs(x))); })(v))};
+       }, 6, 32},
+  };
+}
+
+// Ops whose tests need more than a row can say — options, running statistics, random masks,
+// images — tested by hand in the files named. Each still shows it consults the policy table.
+struct ByHand {
+  Op op;
+  const char* where;
+  std::function<void(Device)> call;
+};
+std::vector<ByHand> by_hand() {
+  auto x = [](Device d) { return randn({2, 3}).to(d); };
+  auto img = [](Device d) { return randn({1, 1, 4, 4}).to(d); };
+  return {
+      {Op::permute, "test_ops.cpp: views and copies", [=](Device d) { (void)permute(x(d), {1, 0}); }},
+      {Op::to, "test_tensor.cpp, test_autograd.cpp: casts between every dtype and device", [=](Device d) { (void)to(x(d), kFloat64); }},
+      {Op::conv2d, "test_ops.cpp: conv2d and max_pool2d", [=](Device d) { (void)conv2d(img(d), ones({1, 1, 2, 2}).to(d)); }},
+      {Op::max_pool2d, "test_ops.cpp: conv2d and max_pool2d", [=](Device d) { (void)max_pool2d(img(d), 2); }},
+      {Op::layer_norm, "test_ops.cpp: layer_norm and dropout", [=](Device d) { (void)layer_norm(x(d), {3}); }},
+      {Op::batch_norm, "test_ops.cpp: batch_norm against PyTorch", [=](Device d) { (void)batch_norm(x(d), {}, {}, {}, {}, true); }},
+      {Op::group_norm, "test_ops.cpp: group_norm against PyTorch", [=](Device d) { (void)group_norm(x(d), 1); }},
+      {Op::dropout, "test_ops.cpp: layer_norm and dropout", [=](Device d) { (void)dropout(x(d), 0.5, true); }},
+      {Op::embedding, "test_ops.cpp: embedding", [](Device d) { (void)embedding(from_vector<int64_t>({0, 3}).to(d), randn({4, 3}).to(d)); }},
+  };
+}
+
+// Machine epsilon: the gap between 1 and the next value of the dtype.
+double eps(DType t) {
+  if (t == kFloat16) return std::ldexp(1.0, -10);
+  if (t == kBFloat16) return std::ldexp(1.0, -7);
+  if (t == kFloat64) return std::ldexp(1.0, -52);
+  return std::ldexp(1.0, -23);
+}
+// Each primitive computes in float32 (float64 for float64) and rounds its result to the dtype
+// once: at most one ulp of the dtype, eps·|y|, per rounding an output passes through (`steps`).
+// A sum of R terms in another order than the reference's adds up to R·eps of the accumulator
+// times the terms' scale. The scale is the larger of the output's and the inputs' magnitudes:
+// a result that cancels to near 0 (x − max in log_softmax) still carries its terms' rounding.
+//   |y − reference| <= (steps·eps(dtype) + R·eps(accumulator)) · scale
+double tolerance(DType dtype, int steps, int64_t R, double scale) {
+  const double accumulator = eps(dtype == kFloat64 ? kFloat64 : kFloat32);
+  return (steps * eps(dtype) + double(R) * accumulator) * scale;
+}
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// The entry's inputs: float64 values drawn on the host in their domain, as `dtype` on `dev`.
+std::vector<Tensor> sample(const OpInfo& info, Device dev, DType dtype, bool requires_grad) {
+  std::vector<Tensor> in;
+  for (const Input& i : info.inputs) {
+    Tensor t = (rand(i.shape, kFloat64) * (i.hi - i.lo) + i.lo).to(dtype).to(dev);
+    in.push_back(requires_grad ? t.detach().requires_grad_() : t);
+  }
+  return in;
+}
+
+// Element-wise |a − b| <= tol, NaN matching NaN; names the first offender.
+void check_close(const std::string& what, const std::vector<double>& a, const std::vector<double>& b, double tol) {
+  REQUIRE_MESSAGE(a.size() == b.size(), what << ": " << a.size() << " values against " << b.size());
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!((std::isnan(a[i]) && std::isnan(b[i])) || std::abs(a[i] - b[i]) <= tol) && bad++ == 0) first = i;
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << a.size() << " values differ by more than " << tol << "; value " << first << ": "
+                               << (bad ? a[first] : 0) << " against " << (bad ? b[first] : 0));
+}
+
+const std::vector<OpInfo> kInfos = op_infos();
+
+}  // namespace
+
+DEVICE_TEST_CASE("OpInfo: forward against the float64 reference, in every dtype") {
+  manual_seed(1);
+  for (const OpInfo& info : kInfos)
+    for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+      const std::string what = info.name() + " in " + dtype_name(dtype);
+      std::vector<Tensor> in = sample(info, dev, dtype, false);
+      Values values;  // the inputs as rounded to the dtype: the reference sees what the op sees
+      double scale = 0;
+      for (const Tensor& t : in) {
+        values.push_back(to_vector<double>(t));
+        scale = std::max(scale, max_abs(values.back()));
+      }
+      const Tensor out = info.f(in);
+      const std::vector<double> ref = info.reference(values);
+      CHECK_MESSAGE((!out.is_floating_point() || out.dtype() == dtype), what << ": gave " << dtype_name(out.dtype()));
+      const double tol = out.is_floating_point() ? tolerance(dtype, info.steps, info.R, std::max(scale, max_abs(ref))) : 0.0;  // bool, int64: exact
+      check_close(what, to_vector<double>(out), ref, tol);
+    }
+}
+
+DEVICE_TEST_CASE("OpInfo: gradcheck and gradgradcheck in float64") {
+  manual_seed(2);
+  for (const OpInfo& info : kInfos) {
+    INFO(info.name());
+    std::vector<Tensor> in = sample(info, dev, kFloat64, true);
+    if (!info.differentiable) {
+      CHECK_FALSE(info.f(in).requires_grad());
+      continue;
+    }
+    CHECK(gradcheck(info.f, in));
+    CHECK(gradgradcheck(info.f, in));
+  }
+}
+
+// The CPU is the reference here; both compute in float32 and round on store, so they differ
+// only where their float32 intermediates do (libm against CUDA's, sums in another order).
+TEST_CASE("OpInfo: the CPU and CUDA agree in float32, float16 and bfloat16, forward and backward") {
+  SKIP_WITHOUT_GPU();
+  manual_seed(3);
+  for (const OpInfo& info : kInfos)
+    for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
+      const std::string what = info.name() + " in " + dtype_name(dtype);
+      std::vector<Tensor> on_cpu = sample(info, Device::cpu(), dtype, info.differentiable), on_gpu;
+      double scale = 0;
+      for (const Tensor& t : on_cpu) {
+        on_gpu.push_back(info.differentiable ? t.detach().to(Device::cuda()).requires_grad_() : t.to(Device::cuda()));
+        scale = std::max(scale, max_abs(to_vector<double>(t)));
+      }
+      Tensor y_cpu = info.f(on_cpu), y_gpu = info.f(on_gpu);
+      const std::vector<double> a = to_vector<double>(y_cpu), b = to_vector<double>(y_gpu);
+      const double tol = y_cpu.is_floating_point() ? tolerance(dtype, info.steps, info.R, std::max(scale, max_abs(a))) : 0.0;
+      check_close(what + ", forward", a, b, tol);
+      if (!info.differentiable) continue;
+      Tensor v = rand(y_cpu.shape(), dtype);  // the cotangent, |v| < 1
+      y_cpu.backward(v);
+      y_gpu.backward(v.to(Device::cuda()));
+      for (size_t k = 0; k < on_cpu.size(); ++k)
+        check_close(what + ", gradient of input " + std::to_string(k), to_vector<double>(on_cpu[k].grad()), to_vector<double>(on_gpu[k].grad()), tol);
+    }
+}
+
+// Under autocast each op runs as its row says (amp/policy.h): lower_precision in the autocast
+// dtype, fp32 in float32, promote in the widest floating dtype of its inputs, input_dtype as
+// without autocast; banned refuses. Inputs: all float32, all in the autocast dtype, and mixed.
+DEVICE_TEST_CASE("OpInfo: the output dtype under autocast follows the policy table") {
+  manual_seed(4);
+  for (const OpInfo& info : kInfos)
+    for (DType ac : {kFloat16, kBFloat16})
+      for (int mix = 0; mix < 3; ++mix) {
+        std::vector<Tensor> in = sample(info, dev, kFloat32, false);
+        for (size_t k = 0; k < in.size(); ++k)
+          if (mix == 1 || (mix == 2 && k == 0)) in[k] = in[k].to(ac);
+        const Cast cast = amp::category(info.op, dev.type);
+        const std::string what = info.name() + " under " + dtype_name(ac) + " autocast, inputs " + (mix == 0 ? "float32" : mix == 1 ? "16-bit" : "mixed");
+        DType widest = in[0].dtype();
+        for (const Tensor& t : in) widest = promote_types(widest, t.dtype());
+        const DType plain = cast == Cast::input_dtype ? info.f(in).dtype() : kFloat64;  // the dtype without autocast
+        amp::autocast on(dev.type, ac);
+        if (cast == Cast::banned) {
+          CHECK_MESSAGE(error_of([&] { (void)info.f(in); }).find(std::string(amp::policy(info.op).name) + " is unsafe to autocast") == 0, what);
+          continue;
+        }
+        const DType expected = cast == Cast::lower_precision ? ac : cast == Cast::fp32 ? kFloat32 : cast == Cast::promote ? widest : plain;
+        const DType got = info.f(in).dtype();
+        CHECK_MESSAGE(got == expected, what << " (" << amp::cast_name(cast) << "): gave " << dtype_name(got) << ", expected " << dtype_name(expected));
+      }
+}
+
+TEST_CASE("every op of tensor/ops.def has an OpInfo entry or is tested by hand elsewhere, not both") {
+  const std::vector<ByHand> hand = by_hand();
+  for (size_t i = 0; i < amp::kNumOps; ++i) {
+    const Op op = Op(i);
+    const auto entries = std::count_if(kInfos.begin(), kInfos.end(), [&](const OpInfo& e) { return e.op == op; });
+    const auto by = std::count_if(hand.begin(), hand.end(), [&](const ByHand& h) { return h.op == op; });
+    CHECK_MESSAGE(((entries > 0) != (by > 0) && by <= 1), amp::policy(op).name << ": " << entries << " OpInfo entries, " << by << " by hand");
+  }
+}
+
+DEVICE_TEST_CASE("every op of tensor/ops.def consults the policy table") {
+  manual_seed(5);
+  const std::vector<ByHand> hand = by_hand();
+  for (size_t i = 0; i < amp::kNumOps; ++i) {
+    const Op op = Op(i);
+    amp::Trace trace;
+    amp::autocast on(dev.type, kFloat16);
+    auto info = std::find_if(kInfos.begin(), kInfos.end(), [&](const OpInfo& e) { return e.op == op; });
+    auto h = std::find_if(hand.begin(), hand.end(), [&](const ByHand& b) { return b.op == op; });
+    (void)error_of([&] {  // a banned op consults, then refuses
+      if (info != kInfos.end()) (void)info->f(sample(*info, dev, kFloat32, false));
+      else if (h != hand.end()) h->call(dev);
+    });
+    const auto& events = trace.events();
+    CHECK_MESSAGE(std::any_of(events.begin(), events.end(), [&](const amp::TraceEvent& e) { return e.op == op; }),
+                  "op never consulted the table: " << amp::policy(op).name);
+  }
+}
