@@ -101,7 +101,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   AMPGRAD_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == w.dtype()),
                 "linear: input, weight and bias dtypes differ (" << dtype_name(x.dtype()) << ", " << dtype_name(w.dtype())
                                                                  << (b.defined() ? std::string(", ") + dtype_name(b.dtype()) : "") << ")");
-  return over_rows(x, [&](const Tensor& rows) { return linear_2d(rows, w, b); });
+  // Structured bindings are captured by init-capture: clang before 16 cannot capture them directly.
+  return over_rows(x, [&w = w, &b = b](const Tensor& rows) { return linear_2d(rows, w, b); });
 }
 
 }  // namespace ampgrad

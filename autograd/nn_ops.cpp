@@ -345,7 +345,7 @@ Tensor max_pool2d(const Tensor& x_in, int64_t k, std::optional<int64_t> stride) 
   auto [x] = autocast(Op::max_pool2d, x_in);
   AMPGRAD_CHECK(k >= 1 && stride.value_or(k) >= 1, "max_pool2d: kernel_size and stride must be >= 1, got " << k << " and " << stride.value_or(k));
   auto [out, idx] = kernels::max_pool2d(x, k, stride.value_or(k));
-  record("max_pool2d", out, {x}, [idx, x_shape = x.shape()](const Tensor& g, const Needs&) {
+  record("max_pool2d", out, {x}, [idx = idx, x_shape = x.shape()](const Tensor& g, const Needs&) {
     const int64_t N = x_shape[0], C = x_shape[1];
     Tensor gx = autograd::scatter_add({N, C, x_shape[2] * x_shape[3]}, 2, idx.view({N, C, -1}), g.contiguous().view({N, C, -1}));
     return grads(gx.view(x_shape));

@@ -43,7 +43,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   const Tensor wm = w.defined() ? to(w.reshape({D}), math) : w, bm = b.defined() ? to(b.reshape({D}), math) : b;
   const Tensor rows = x.reshape({-1, D});  // (R, D)
   auto [y, mean, rstd] = kernels::layer_norm(rows, wm, bm, eps);
-  record("layer_norm", y, {rows, wm, bm}, [x = Saved(rows), mean, rstd, w = Saved(wm), b = Saved(bm), eps](const Tensor& g, const Needs& need) {
+  record("layer_norm", y, {rows, wm, bm}, [x = Saved(rows), mean = mean, rstd = rstd, w = Saved(wm), b = Saved(bm), eps](const Tensor& g, const Needs& need) {
     if (autograd::recording_backward()) return autograd::composite_backward(layer_norm_composite(eps), {x, w, b}, g, need);
     // x̂ and g in the math dtype, for the parameters' gradients (summed over the rows)
     auto x_hat = [&] {

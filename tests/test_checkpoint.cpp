@@ -53,7 +53,8 @@ TEST_CASE("every dtype round-trips bit for bit, NaN payloads and signed zeros in
 
   REQUIRE(loaded.tensors.size() == tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    auto& [name, expected] = tensors[i];
+    const std::string& name = tensors[i].first;  // not a structured binding: CAPTURE captures it, which clang < 16 refuses
+    const Tensor& expected = tensors[i].second;
     CAPTURE(name);
     CHECK(loaded.tensors[i].first == name);  // file order is save order
     const Tensor& got = loaded.at(name);

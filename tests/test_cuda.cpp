@@ -478,7 +478,9 @@ TEST_CASE("sync-free step on the GPU: overflow skips bit-identically, clean step
       {"Adam", [](auto p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1}); }},
       {"AdamW", [](auto p) { return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 0.01}); }},
   };
-  for (auto& [name, make] : optimizers) {
+  for (const auto& optimizer : optimizers) {
+    const char* const name = optimizer.first;  // not a structured binding: INFO captures it, which clang < 16 refuses
+    const MakeOpt& make = optimizer.second;
     INFO(name);
     manual_seed(11);
     // c spans two of the fused kernels' chunks and every register slot of their threads

@@ -514,7 +514,8 @@ TEST_CASE("CPU 16-bit elementwise ops go a tile at a time: element-by-element fl
     CAPTURE(dtype_name(t));
     Tensor a = randn({M, N}).to(t), b = randn({M, N}).to(t);
     using kernels::Binary, kernels::Unary;
-    for (auto [rows, cols] : {std::pair{M, N}, std::pair<int64_t, int64_t>{2, 100}}) {  // many tiles, and less than one
+    for (auto [r, c] : {std::pair{M, N}, std::pair<int64_t, int64_t>{2, 100}}) {  // many tiles, and less than one
+      const int64_t rows = r, cols = c;  // variables, not bindings: CAPTURE captures them, which clang < 16 refuses
       CAPTURE(rows);
       const Tensor p = a.narrow(0, 0, rows).narrow(1, 0, cols).contiguous(), q = b.narrow(0, 0, rows).narrow(1, 0, cols).contiguous(),
                    p_strided = p.t().contiguous().t();

@@ -64,7 +64,7 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
   const int64_t rows = R == 0 ? numel_of(out_shape) : x.numel() / R;
   DType out_dtype = x.is_floating_point() ? x.dtype() : kInt64;
   Tensor out = empty(out_shape, out_dtype);
-  dispatch(x.dtype(), [&](auto tag) {
+  dispatch(x.dtype(), [&, &moved = moved](auto tag) {  // init-capture: clang before 16 cannot capture a structured binding
     using T = typename decltype(tag)::type;
     using Acc = acc_t<T>;
     using O = std::conditional_t<std::is_floating_point_v<opmath_t<T>>, T, int64_t>;
@@ -106,7 +106,7 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bo
   const int64_t R = x.dim() == 0 ? 1 : x.shape()[red[0]], rows = x.numel() / R;
   Tensor values = empty(out_shape, x.dtype()), indices = empty(out_shape, kInt64);
   int64_t* idx = indices.data_ptr<int64_t>();
-  dispatch(x.dtype(), [&](auto tag) {
+  dispatch(x.dtype(), [&, &moved = moved](auto tag) {  // init-capture, as in sum
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
     Tensor c = contiguous_copy(moved);

@@ -1,0 +1,35 @@
+// fuzz_training_checkpoint.cpp — libFuzzer harness for the training-checkpoint restore
+// (examples/training_checkpoint.h) as the trainers use it: open, compare settings, restore the
+// model, optimizer, scaler and schedule the checkpoint names, read the step; then the restored
+// run must take a step. A restored scaler whose scale is not positive and finite would skip
+// every later step without a word, so that is a finding too.
+#include <cmath>
+#include <optional>
+#include <sstream>
+
+#include "fuzz_input.h"
+#include "tiny_run.h"
+#include "training_checkpoint.h"
+
+using namespace ampgrad;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string path = fuzz::scratch_path("training.safetensors");
+  fuzz::write_file(path, data, size);
+  std::optional<examples::TrainingCheckpoint> ck;
+  std::string optimizer;
+  if (fuzz::refused([&] { optimizer = ck.emplace(path).meta("optimizer"); })) return 0;
+  if (optimizer != "sgd" && optimizer != "adamw") return 0;
+  fuzz::TinyRun run(optimizer);
+  std::ostringstream log;
+  if (fuzz::refused([&] {
+        ck->warn_if_changed({{"seed", "0"}, {"batch_size", "2"}}, log);
+        ck->restore(*run.model, *run.opt, run.scaler, run.schedule.get(), log);
+        (void)ck->number("step");
+      }))
+    return 0;
+  const double scale = run.scaler.get_scale();
+  if (!(std::isfinite(scale) && scale > 0)) std::abort();
+  fuzz::refused([&] { run.step(); });
+  return 0;
+}
