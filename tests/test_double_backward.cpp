@@ -213,7 +213,7 @@ DEVICE_TEST_CASE("checkpoint is twice differentiable: through its inputs and the
 }
 
 // An op written outside the library whose backward calls kernels directly, recorded as the
-// README's recipe says such a one must be: once_differentiable.
+// docs/double-backward.md says such a one must be: once_differentiable.
 static Tensor cube_by_kernels(const Tensor& x) {
   Tensor out = kernels::pow_scalar(x, 3);
   autograd::record("cube_by_kernels", out, {x}, [x = autograd::Saved(x)](const Tensor& g, const autograd::Needs&) {

@@ -254,7 +254,7 @@ TEST_CASE("resuming with other optimizer flags: the checkpoint's values win, and
 
 TEST_CASE("--checkpoint: the same training, bit for bit, with each epoch's step peak reported") {
   // Checkpointing changes where activations live, never a value: every segment count trains
-  // the CNN to the same weights. Whether it lowers the peak depends on the model (README).
+  // the CNN to the same weights. Whether it lowers the peak depends on the model (docs/results.md).
   TempDir dir;
   write_synthetic_mnist(dir);
   mnist::TrainConfig c;
@@ -304,7 +304,7 @@ TEST_CASE("--grad-penalty trains through a second derivative under fp16, and --f
   CHECK(checkpointed.epochs.back().test_acc == doctest::Approx(penalised.epochs.back().test_acc).epsilon(0.02));
 }
 
-// What the penalty buys, on the MNIST digits: accuracy under the FGSM attack (README, figures).
+// What the penalty buys, on the MNIST digits: accuracy under the FGSM attack (docs/results.md).
 TEST_CASE("on the MNIST digits, --grad-penalty 1 more than doubles the accuracy under an FGSM attack of 0.1") {
   const std::string digits = AMPGRAD_SOURCE_DIR "/data-cache/mnist";
   SKIP_TEST_IF(!std::filesystem::exists(digits), "no MNIST digits in " << digits << " (run scripts/get-data.sh)");

@@ -3,7 +3,7 @@
 // float32 accumulators (vdpbf16ps), then rounds each result to bfloat16 once, to nearest even
 // (or writes the float32 sums as they are, for a float32 output): a tensor core's contract, the
 // one matmul.cpp's widening path keeps, read straight from the 16-bit operands. That saves the
-// two float32 copies the widening makes and runs about 4× faster (README, Measured figures). Unlike the widening path, the instruction treats subnormal inputs
+// two float32 copies the widening makes and runs about 4× faster (docs/results.md). Unlike the widening path, the instruction treats subnormal inputs
 // and results as zero; a bfloat16 subnormal lies below 1.2e-38. On other CPUs oneDNN would
 // emulate the instruction, more slowly than the widening: there bf16_gemm declines.
 #include "tensor/cpu/onednn/bf16_gemm.h"
