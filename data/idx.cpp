@@ -97,7 +97,7 @@ static IdxContents read_idx(const std::string& path, uint32_t magic, const char*
                                         << found << ", inside " << item << " " << (found - header) / std::max<uint64_t>(per_item, 1));
   // A raw file's length is known; a gzip file's is not, as reading stopped a byte past the end.
   AMPGRAD_CHECK(found == expected, path << ": expected " << layout.str() << ", found "
-                                        << (gzip ? "more" : std::to_string(file_size) + ": " + std::to_string(file_size - expected))
+                                        << (gzip ? "more:" : std::to_string(file_size) + ": " + std::to_string(file_size - expected))
                                         << " unexpected bytes from byte offset " << expected);
   return f;
 }

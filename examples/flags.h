@@ -28,7 +28,7 @@ inline CLI::Validator whole_number(int64_t lo, int64_t hi = std::numeric_limits<
         const bool ok = !text.empty() && ec == std::errc() && end == text.data() + text.size() && v >= lo && v <= hi;
         return ok ? "" : "must be a whole number in " + range + ", got '" + text + "'";
       },
-      "INT in " + range);
+      range);  // --help shows "INT:[1, 1048576]"
 }
 
 // A finite number >= lo (> lo with above_lo), and <= hi when one is given.
@@ -44,7 +44,7 @@ inline CLI::Validator real_number(double lo, bool above_lo = false, double hi = 
         const bool ok = !text.empty() && *end == '\0' && std::isfinite(v) && (above_lo ? v > lo : v >= lo) && v <= hi;
         return ok ? "" : "must be a finite number " + bounds + ", got '" + text + "'";
       },
-      "NUMBER " + bounds);
+      "finite, " + bounds);  // --help shows "FLOAT:finite, >= 0"
 }
 
 }  // namespace ampgrad::examples

@@ -166,7 +166,7 @@ TEST_CASE("hostile IDX files: a gzip bomb, a zero count with huge rows, empty se
   rusage before{}, after{};
   getrusage(RUSAGE_SELF, &before);
   CHECK(error_of([&] { read_idx_images(bomb); }) ==
-        bomb + ": expected 40 bytes (decompressed) (16-byte header + 3 images of 8 bytes), found more unexpected bytes from byte offset 40");
+        bomb + ": expected 40 bytes (decompressed) (16-byte header + 3 images of 8 bytes), found more: unexpected bytes from byte offset 40");
   getrusage(RUSAGE_SELF, &after);
   CHECK((after.ru_maxrss - before.ru_maxrss) * 1024 < 16 << 20);  // kibibytes: the peak grew by less than 16 MiB
 
