@@ -327,7 +327,7 @@ TEST_CASE("the gpt command refuses nonsensical flags before any work, naming the
   }
 }
 
-TEST_CASE("GPT: an unwritable --save fails before training; a directory or a device as text or checkpoint is named") {
+TEST_CASE("GPT: an unwritable --save fails before training, and a directory or a device as text or checkpoint is named") {
   TempDir dir;
   gpt::TrainConfig c = tiny(write_periodic_text(dir));
   std::ostringstream log;

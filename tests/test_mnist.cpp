@@ -397,6 +397,7 @@ TEST_CASE("paths that cannot work are named before training: --save unwritable, 
 
   TempDir odd;  // a directory where the training images should be
   std::filesystem::create_directory(odd / "train-images-idx3-ubyte");
+  data::write_idx_labels(odd / "train-labels-idx1-ubyte", {1});  // found, so the images are read
   c.data_dir = odd.path.string();
   CHECK(error_of([&] { mnist::train(c, log); }) == (odd / "train-images-idx3-ubyte") + ": cannot read it as a file: it is a directory");
 }
