@@ -3,16 +3,25 @@
 // Every misuse of that order is an error with PyTorch's message.
 #include "amp/grad_scaler.h"
 
+#include <cmath>
+
 #include "amp/amp_kernels.h"
 #include "autograd/ops.h"
+#include "tensor/checked_int.h"
 #include "tensor/kernels.h"
 
 namespace ampgrad::amp {
 
+// A scale of inf, 0 or NaN would make every step overflow (or never), silently skipping them all.
+static void check_scale(const char* where, double scale) {
+  AMPGRAD_CHECK(scale > 0 && std::isfinite(scale), where << ": the scale must be positive and finite, got " << scale);
+}
+
 static void check_options(const char* where, const GradScalerOptions& o) {
-  AMPGRAD_CHECK(o.init_scale > 0 && o.growth_factor > 1 && o.backoff_factor > 0 && o.backoff_factor < 1 && o.growth_interval > 0,
-                where << ": need scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval > 0; got " << o.init_scale
-                      << ", " << o.growth_factor << ", " << o.backoff_factor << ", " << o.growth_interval);
+  check_scale(where, o.init_scale);
+  AMPGRAD_CHECK(o.growth_factor > 1 && std::isfinite(o.growth_factor) && o.backoff_factor > 0 && o.backoff_factor < 1 && o.growth_interval > 0,
+                where << ": need finite growth_factor > 1, 0 < backoff_factor < 1, growth_interval > 0; got " << o.growth_factor
+                      << ", " << o.backoff_factor << ", " << o.growth_interval);
 }
 
 GradScaler::GradScaler(GradScalerOptions o) : options_(o) { check_options("GradScaler", o); }
@@ -76,7 +85,7 @@ void GradScaler::update(std::optional<double> new_scale) {
   const double used = options_.record_history ? get_scale() : 0.0;
   Tensor found = zeros({}, TensorOptions(kFloat32).device(scale_.device()));
   if (new_scale) {
-    AMPGRAD_CHECK(*new_scale > 0, "update(): new_scale must be positive, got " << *new_scale);
+    check_scale("update(new_scale)", *new_scale);
     scale_.fill_(*new_scale);
   } else {
     bool any = false;
@@ -121,12 +130,11 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
   o.init_scale = s.at("scale");
   o.growth_factor = s.at("growth_factor");
   o.backoff_factor = s.at("backoff_factor");
-  o.growth_interval = (int64_t)s.at("growth_interval");
+  o.growth_interval = checked_int64(s.at("growth_interval"), "GradScaler::load_state_dict: 'growth_interval'", 1);
   check_options("GradScaler::load_state_dict", o);
-  AMPGRAD_CHECK(s.at("_growth_tracker") >= 0 && s.at("_growth_tracker") < double(o.growth_interval),
-                "GradScaler::load_state_dict: _growth_tracker " << s.at("_growth_tracker") << " must be in [0, growth_interval)");
+  const int64_t tracker = checked_int64(s.at("_growth_tracker"), "GradScaler::load_state_dict: '_growth_tracker'", 0, o.growth_interval - 1);
   options_ = o;
-  init_growth_tracker_ = (int64_t)s.at("_growth_tracker");
+  init_growth_tracker_ = tracker;
   // As in PyTorch: refill existing tensors, else let lazy_init create them where the first
   // scaled loss lives (a checkpoint is loaded before the scaler knows the device).
   if (scale_.defined()) {

@@ -2,12 +2,16 @@
 #include "data/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 #include "tensor/error.h"
 
@@ -15,7 +19,31 @@ namespace ampgrad::data {
 
 static std::string errno_str() { return std::strerror(errno); }
 
+// Removes what saves of `path` killed mid-write left behind: <name>.tmp.<pid>.<n> whose process
+// no longer exists. A live process's file may be a save in progress and stays; so does one whose
+// pid was reused since, until that process ends too. Best effort: an unreadable directory is
+// the save's problem, reported when it creates its own temporary.
+static void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string prefix = target.filename().string() + ".tmp.";
+  auto is_number = [](std::string_view s) { return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }); };
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view rest = std::string_view(name).substr(prefix.size());  // "<pid>.<n>"
+    const size_t dot = rest.find('.');
+    if (dot == std::string_view::npos || !is_number(rest.substr(0, dot)) || !is_number(rest.substr(dot + 1))) continue;
+    pid_t pid = 0;
+    if (std::from_chars(rest.data(), rest.data() + dot, pid).ec != std::errc() || pid <= 0 || pid == getpid()) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) ::unlink(it->path().c_str());
+  }
+}
+
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  remove_stale_temporaries(path_);
   // pid + a process-wide counter make the name unique; O_EXCL refuses a stale leftover, and
   // then the next number is tried. Mode 0666 lets the umask decide, as for any new file.
   static std::atomic<uint64_t> counter{0};

@@ -2,7 +2,8 @@
 // a mix: bytes go to a temporary file in the same directory, which is flushed to disk and then
 // renamed over the target. Holds no format knowledge; idx.cpp and checkpoint.cpp use it.
 //
-//   AtomicFile f("ckpt.safetensors");   // creates ckpt.safetensors.tmp.<pid>.<n>
+//   AtomicFile f("ckpt.safetensors");   // creates ckpt.safetensors.tmp.<pid>.<n> (and removes those
+//                                        // of processes that died saving it)
 //   f.write(bytes, n);                   // any number of times
 //   f.commit();                          // fsync, rename over the target, fsync the directory
 //   // leaving scope without commit() (an exception) deletes the temporary; the target is untouched

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/atomic_file.h"
+#include "data/input_file.h"
 #include "tensor/kernels.h"
 
 namespace ampgrad::data {
@@ -21,6 +22,10 @@ static_assert(std::endian::native == std::endian::little, "safetensors I/O assum
 // The reference implementation refuses larger headers, so that a corrupt length cannot make a
 // reader allocate gigabytes.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// A safetensors header nests 3 deep ({name: {"data_offsets": [...]}}). nlohmann parses
+// iteratively but copies, compares and dumps recursively, so a header 100,000 levels deep would
+// overflow the stack; serde_json, which the reference reader uses, stops at 128.
+constexpr int kMaxHeaderDepth = 128;
 
 static const std::pair<DType, const char*> kDTypeNames[] = {
     {kFloat32, "F32"}, {kFloat64, "F64"}, {kFloat16, "F16"}, {kBFloat16, "BF16"}, {kInt64, "I64"}, {kBool, "BOOL"},
@@ -94,39 +99,70 @@ struct Entry {
 
 static std::string data_key(const std::string& path, const std::string& name) { return path + ": tensor '" + name + "'"; }
 
+// A value of the header as messages quote it: its JSON, cut short (it may be megabytes long).
+static std::string excerpt(const nlohmann::json& v) {
+  std::string text = v.dump();
+  return text.size() <= 80 ? text : text.substr(0, 77) + "...";
+}
+
+// The byte offset (in the file) of the first bracket nested deeper than kMaxHeaderDepth, or 0.
+static uint64_t too_deep_at(const std::string& json) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // an escaped character, perhaps a quote
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxHeaderDepth) return 8 + i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return 0;
+}
+
 static Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& v) {
   std::string where = data_key(path, name);
   AMPGRAD_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
-                where << ": expected an object with dtype, shape and data_offsets, found " << v.dump());
+                where << ": expected an object with dtype, shape and data_offsets, found " << excerpt(v));
   Entry e{name, kFloat32, {}, 0, 0};
   const auto& dtype = v["dtype"];
-  AMPGRAD_CHECK(dtype.is_string(), where << ": dtype must be a string, found " << dtype.dump());
+  AMPGRAD_CHECK(dtype.is_string(), where << ": dtype must be a string, found " << excerpt(dtype));
   auto known = std::find_if(std::begin(kDTypeNames), std::end(kDTypeNames), [&](auto& p) { return dtype == p.second; });
-  AMPGRAD_CHECK(known != std::end(kDTypeNames), where << ": dtype " << dtype.dump() << " is not one ampgrad holds (F32, F64, F16, BF16, I64, BOOL, F8_E4M3, F8_E5M2)");
+  AMPGRAD_CHECK(known != std::end(kDTypeNames), where << ": dtype " << excerpt(dtype) << " is not one ampgrad holds (F32, F64, F16, BF16, I64, BOOL, F8_E4M3, F8_E5M2)");
   e.dtype = known->first;
   const auto& shape = v["shape"];
-  AMPGRAD_CHECK(shape.is_array(), where << ": shape must be an array, found " << shape.dump());
-  uint64_t nbytes = itemsize(e.dtype);
+  AMPGRAD_CHECK(shape.is_array(), where << ": shape must be an array, found " << excerpt(shape));
+  // extent: the sizes' product with a 0 counted as 1, which must fit int64 even for a tensor
+  // with no elements (tensor.cpp's numel_of)
+  uint64_t nbytes = itemsize(e.dtype), extent = 1;
   for (const auto& d : shape) {
-    AMPGRAD_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= uint64_t(INT64_MAX), where << ": shape " << shape.dump() << " holds a value that is not a size");
-    AMPGRAD_CHECK(!__builtin_mul_overflow(nbytes, d.get<uint64_t>(), &nbytes), where << ": shape " << shape.dump() << " is impossibly large");
-    e.shape.push_back(d.get<int64_t>());
+    AMPGRAD_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= uint64_t(INT64_MAX), where << ": shape " << excerpt(shape) << " holds a value that is not a size");
+    const uint64_t size = d.get<uint64_t>();
+    AMPGRAD_CHECK(!__builtin_mul_overflow(nbytes, size, &nbytes) && !__builtin_mul_overflow(extent, std::max<uint64_t>(size, 1), &extent) &&
+                      extent <= uint64_t(INT64_MAX),
+                  where << ": shape " << excerpt(shape) << " is impossibly large");
+    e.shape.push_back(int64_t(size));
   }
   const auto& offsets = v["data_offsets"];
   AMPGRAD_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
-                where << ": data_offsets must be [begin, end], found " << offsets.dump());
+                where << ": data_offsets must be [begin, end], found " << excerpt(offsets));
   e.begin = offsets[0].get<uint64_t>();
   e.end = offsets[1].get<uint64_t>();
-  AMPGRAD_CHECK(e.begin <= e.end && e.end - e.begin == nbytes, where << ": data_offsets " << offsets.dump() << " span "
+  AMPGRAD_CHECK(e.begin <= e.end && e.end - e.begin == nbytes, where << ": data_offsets " << excerpt(offsets) << " span "
                   << (e.begin <= e.end ? std::to_string(e.end - e.begin) : "a negative number of") << " bytes, but "
                   << dtype.get<std::string>() << " " << shape_str(e.shape) << " needs " << nbytes);
   return e;
 }
 
 SafeTensors load_safetensors(const std::string& path) {
+  uint64_t file_size = input_file_size(path), header_len = 0;
   std::ifstream in(path, std::ios::binary);
   AMPGRAD_CHECK(in, path << ": cannot open: " << std::strerror(errno));
-  uint64_t file_size = std::filesystem::file_size(path), header_len = 0;
   AMPGRAD_CHECK(file_size >= 8, path << ": " << file_size << " bytes, too short for the 8-byte header length");
   in.read(reinterpret_cast<char*>(&header_len), 8);
   AMPGRAD_CHECK(header_len <= kMaxHeaderBytes, path << ": header length " << header_len << " (bytes 0-7) exceeds the "
@@ -137,26 +173,29 @@ SafeTensors load_safetensors(const std::string& path) {
   in.read(json.data(), std::streamsize(header_len));
   AMPGRAD_CHECK(!json.empty() && json[0] == '{', path << ": the header at byte offset 8 must start with '{', found "
                                                       << (json.empty() ? std::string("nothing") : "'" + json.substr(0, 1) + "'"));
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(path + ": the JSON header is invalid at byte offset " + std::to_string(8 + e.byte - 1) + ": " + e.what());
-  }
-  AMPGRAD_CHECK(header.is_object(), path << ": the JSON header must be an object");
+  const uint64_t deep = too_deep_at(json);
+  AMPGRAD_CHECK(deep == 0, path << ": the JSON header nests deeper than " << kMaxHeaderDepth << " levels at byte offset " << deep);
 
   SafeTensors out;
   std::vector<Entry> entries;
-  for (const auto& [key, value] : header.items()) {
-    if (key != "__metadata__") {
-      entries.push_back(parse_entry(path, key, value));
-      continue;
+  try {  // nlohmann raises parse_error for bad syntax, out_of_range for a number such as 1e999
+    const nlohmann::json header = nlohmann::json::parse(json);
+    AMPGRAD_CHECK(header.is_object(), path << ": the JSON header must be an object");
+    for (const auto& [key, value] : header.items()) {
+      if (key != "__metadata__") {
+        entries.push_back(parse_entry(path, key, value));
+        continue;
+      }
+      AMPGRAD_CHECK(value.is_object(), path << ": __metadata__ must be an object of strings, found " << excerpt(value));
+      for (const auto& [k, v] : value.items()) {
+        AMPGRAD_CHECK(v.is_string(), path << ": __metadata__ '" << k << "' must be a string, found " << excerpt(v));
+        out.metadata[k] = v.get<std::string>();
+      }
     }
-    AMPGRAD_CHECK(value.is_object(), path << ": __metadata__ must be an object of strings, found " << value.dump());
-    for (const auto& [k, v] : value.items()) {
-      AMPGRAD_CHECK(v.is_string(), path << ": __metadata__ '" << k << "' must be a string, found " << v.dump());
-      out.metadata[k] = v.get<std::string>();
-    }
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(path + ": the JSON header is invalid at byte offset " + std::to_string(8 + e.byte - 1) + ": " + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": the JSON header at byte offset 8 is invalid: " + e.what());
   }
 
   // The byte ranges, sorted, must tile [0, data_size) exactly.

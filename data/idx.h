@@ -1,7 +1,8 @@
 // idx.h — MNIST's IDX file format: unsigned-byte images (magic 0x00000803: count, rows, cols,
 // then pixels) and labels (magic 0x00000801: count, then one byte each), integers big-endian.
 // Reads raw or gzip files (recognised by their first two bytes, 1f 8b) and checks every field
-// and the exact length; writes raw files only, atomically. Other IDX element types are refused.
+// and the exact length (inflating no further than the header's length); writes raw files only,
+// atomically. Other IDX element types are refused.
 //
 //   Dataset train = load_mnist_dir("data-cache/mnist", "train");  // images (N, 1, 28, 28) in [0, 1]
 //   IdxImages raw = read_idx_images("t10k-images-idx3-ubyte.gz"); // the bytes, unconverted
@@ -24,7 +25,8 @@ std::vector<uint8_t> read_idx_labels(const std::string& path);
 void write_idx_images(const std::string& path, const IdxImages& images);
 void write_idx_labels(const std::string& path, const std::vector<uint8_t>& labels);
 
-// Images as float32 (N, 1, H, W) scaled to [0, 1], labels as int64 (N); the counts must match.
+// Images as float32 (N, 1, H, W) scaled to [0, 1], labels as int64 (N); the counts must match,
+// and be above 0 (a data set to train or test on).
 Dataset load_mnist(const std::string& images_path, const std::string& labels_path);
 // split "train" reads train-{images-idx3,labels-idx1}-ubyte[.gz], split "test" t10k-...;
 // the raw file is preferred when both it and the .gz exist.

@@ -26,7 +26,7 @@ DataLoader::DataLoader(Dataset dataset, DataLoaderOptions options) : dataset_(st
 
 int64_t DataLoader::size() const {
   int64_t n = dataset_.size(), b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  return options_.drop_last || n % b == 0 ? n / b : n / b + 1;  // not (n + b - 1) / b, which overflows for a huge b
 }
 
 // splitmix64's finaliser: turns (seed, epoch) pairs that differ by one bit into unrelated seeds.

@@ -5,6 +5,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "tensor/checked_int.h"
+
 namespace ampgrad::examples {
 
 std::string exact(double value) {
@@ -40,6 +42,10 @@ double TrainingCheckpoint::number(const std::string& key) const {
   const double v = std::strtod(text.c_str(), &end);
   AMPGRAD_CHECK(!text.empty() && *end == '\0', path_ << ": checkpoint metadata '" << key << "' is '" << text << "', not a number");
   return v;
+}
+
+int64_t TrainingCheckpoint::integer(const std::string& key, int64_t lo, int64_t hi) const {
+  return checked_int64(number(key), path_ + ": checkpoint metadata '" + key + "'", lo, hi);
 }
 
 std::map<std::string, double> TrainingCheckpoint::numbers_under(const std::string& prefix) const {

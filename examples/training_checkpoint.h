@@ -8,7 +8,7 @@
 //   TrainingCheckpoint ck(path);           // reads and checks the file, loads nothing yet
 //   ck.warn_if_changed(settings, log);     // the run's settings against the checkpoint's
 //   ck.restore(model, opt, scaler, &schedule, log);
-//   const int64_t step = int64_t(ck.number("step"));
+//   const int64_t step = ck.integer("step", 1);
 #pragma once
 #include <map>
 #include <ostream>
@@ -31,6 +31,8 @@ class TrainingCheckpoint {
   bool has(const std::string& key) const { return file_.metadata.count(key) > 0; }
   const std::string& meta(const std::string& key) const;  // an Error naming the file if absent
   double number(const std::string& key) const;            // meta(key) as a number, or an Error
+  // meta(key) as a whole number in [lo, hi], or an Error naming the file, the key and the value
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi = INT64_MAX) const;
 
   // Names in the log each of `settings` (key → this run's value) that the checkpoint holds with
   // another value: settings that make the continued run differ from an uninterrupted one.

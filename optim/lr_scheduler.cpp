@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/checked_int.h"
+
 namespace ampgrad::optim {
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
@@ -39,9 +41,9 @@ void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
   for (const auto& [key, value] : state)
     AMPGRAD_CHECK(std::count(keys.begin(), keys.end(), key), "LRScheduler::load_state_dict: unexpected key '" << key << "' (the optimizer has "
                                                                  << base_lrs_.size() << " parameter groups)");
-  AMPGRAD_CHECK(state.at("last_epoch") >= 0, "LRScheduler::load_state_dict: last_epoch must be >= 0, got " << state.at("last_epoch"));
+  const int64_t last_epoch = checked_int64(state.at("last_epoch"), "LRScheduler::load_state_dict: 'last_epoch'", 0);
   for (size_t g = 0; g < base_lrs_.size(); ++g) base_lrs_[g] = state.at(keys[g + 1]);
-  last_epoch_ = int64_t(state.at("last_epoch"));
+  last_epoch_ = last_epoch;
   apply();  // whatever the optimizer held, loaded before or after: the rates of that epoch
 }
 

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <optional>
 
+#include "tensor/checked_int.h"
 #include "tensor/observer.h"
 #ifdef AMPGRAD_WITH_CUDA
 #include "tensor/cuda/runtime.h"  // DeviceGuard
@@ -245,8 +246,7 @@ void Optimizer::load_state(const OptimizerState& in) {
     }
     auto parsed = parse_indexed_key(key, "state.", params_.size());
     AMPGRAD_CHECK(parsed && parsed->second == "step", unexpected(key));
-    AMPGRAD_CHECK(value >= 1 && value == std::floor(value), "Optimizer::load_state_dict: '" << key << "' must be a count >= 1, got " << value);
-    steps[parsed->first] = int64_t(value);
+    steps[parsed->first] = checked_int64(value, "Optimizer::load_state_dict: '" + key + "'", 1);
   }
   for (const auto& [key, t] : in.tensors) {
     auto parsed = parse_indexed_key(key, "state.", params_.size());

@@ -48,16 +48,31 @@ Storage::~Storage() {
   cpu::deallocate(data, nbytes);
 }
 
+// Sizes multiply with an overflow check: a shape read from a file may be anything. Counting a 0
+// as 1 in numel_of refuses [0, 2^62, 2^62] too, whose strides would overflow though it holds
+// no element; a shape that passes has strides and byte counts that fit.
+static int64_t size_product(int64_t a, int64_t b, const Shape& shape) {
+  int64_t product;
+  AMPGRAD_CHECK(!__builtin_mul_overflow(a, b, &product), "shape " << shape_str(shape) << ": its sizes multiply past int64's range");
+  return product;
+}
 Shape contiguous_strides(const Shape& shape) {
   Shape s(shape.size());
   int64_t acc = 1;
-  for (int64_t i = (int64_t)shape.size() - 1; i >= 0; --i) { s[i] = acc; acc *= shape[i]; }
+  for (int64_t i = (int64_t)shape.size() - 1; i >= 0; --i) {
+    s[i] = acc;
+    if (i > 0) acc = size_product(acc, shape[i], shape);
+  }
   return s;
 }
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  bool no_elements = false;
+  for (int64_t d : shape) {
+    no_elements |= d == 0;
+    n = size_product(n, d == 0 ? 1 : d, shape);
+  }
+  return no_elements ? 0 : n;
 }
 
 static int64_t wrap_dim(int64_t dim, int64_t ndim) {
@@ -112,7 +127,7 @@ Tensor empty(const Shape& shape, TensorOptions o) {
   for (int64_t d : shape) AMPGRAD_CHECK(d >= 0, "empty: negative dimension in shape " << shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = o.dtype_or(kFloat32);
-  impl->storage = std::make_shared<Storage>(numel_of(shape) * itemsize(impl->dtype), o.device_);
+  impl->storage = std::make_shared<Storage>(size_product(numel_of(shape), int64_t(itemsize(impl->dtype)), shape), o.device_);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   Tensor t(impl);

@@ -6,6 +6,7 @@
 #include "skip.h"
 #include "test_util.h"
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -182,6 +183,39 @@ TEST_CASE("corrupt and truncated files raise errors naming the file, the tensor 
   CHECK_MESSAGE(has(msg, "tensor 'a': expected an object with dtype, shape and data_offsets"), msg);
 }
 
+TEST_CASE("hostile headers: deep nesting, numbers out of range, huge empty shapes, and paths that are not files") {
+  TempDir dir;
+  std::string path = dir / "bad.safetensors";
+  auto load_error = [&](const std::string& json) {
+    write_bytes(path, hand_made(json, {}));
+    return error_of([&] { load_safetensors(path); });
+  };
+  // 100,000 nested arrays overflowed the stack when the value was dumped into a message. The
+  // 129th bracket, the first too deep, is '[' number 128 of the run that starts at index 5.
+  const int n = 100'000;
+  std::string msg = load_error(R"({"a":)" + std::string(n, '[') + std::string(n, ']') + "}");
+  CHECK(msg == path + ": the JSON header nests deeper than 128 levels at byte offset " + std::to_string(8 + 5 + 127));
+  // A bracket inside a string (an escaped quote before it) is not nesting.
+  CHECK(load_error(R"({"__metadata__":{"k":"\")" + std::string(200, '[') + R"("}})") == "");
+
+  // 1e999 is valid JSON, but no double: nlohmann raised out_of_range, which escaped uncaught.
+  msg = load_error(R"({"__metadata__":{"k":"v"},"a":1e999})");
+  CHECK(msg == path + ": the JSON header at byte offset 8 is invalid: [json.exception.out_of_range.406] number overflow parsing '1e999'");
+
+  // No elements, but strides that overflow int64: refused here, naming the tensor, before the
+  // tensor is made (tensor.cpp's numel_of refuses it too, test_tensor.cpp).
+  msg = load_error(R"({"t":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})");
+  CHECK(msg == path + ": tensor 't': shape [0,4611686018427387904,4611686018427387904] is impossibly large");
+
+  // A long value is quoted cut short in the message.
+  msg = load_error(R"({"t":{"dtype":")" + std::string(1000, 'x') + R"(","shape":[],"data_offsets":[0,0]}})");
+  CHECK(msg == path + ": tensor 't': dtype \"" + std::string(76, 'x') + "... is not one ampgrad holds (F32, F64, F16, BF16, I64, BOOL, F8_E4M3, F8_E5M2)");
+
+  CHECK(error_of([&] { load_safetensors(dir.path.string()); }) == dir.path.string() + ": cannot read it as a file: it is a directory");
+  CHECK(error_of([] { load_safetensors("/dev/null"); }) == "/dev/null: cannot read it as a file: it is a device or other special file");
+  CHECK(error_of([&] { load_safetensors(dir / "missing"); }) == (dir / "missing") + ": cannot open: No such file or directory");
+}
+
 TEST_CASE("save refuses bad input before touching the old file, and leaves no temporary") {
   TempDir dir;
   std::string path = dir / "ckpt.safetensors";
@@ -247,4 +281,28 @@ TEST_CASE("a save into a read-only directory fails and leaves the old file as it
   fs::permissions(dir.path, fs::perms::owner_all);
   CHECK_MESSAGE(has(msg, path + ": cannot create the temporary file"), msg);
   CHECK(file_bytes(path) == before);
+}
+
+// A pid that existed and no longer does: a child that exited and was reaped.
+static pid_t dead_pid() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);
+  return child;
+}
+
+TEST_CASE("a save removes the temporaries that killed saves of the same path left, and only those") {
+  TempDir dir;
+  std::string path = dir / "ckpt.safetensors";
+  const std::string dead = path + ".tmp." + std::to_string(dead_pid()) + ".0";
+  const std::string live = path + ".tmp." + std::to_string(getppid()) + ".3";  // a save in progress elsewhere
+  const std::string other = dir / "other.safetensors.tmp." + std::to_string(dead_pid()) + ".0";  // another file's
+  const std::string unlike = path + ".tmp.notapid.0";
+  for (const std::string& p : {dead, live, other, unlike}) write_bytes(p, {1, 2, 3});
+  save_safetensors(path, {{"w", ones({2})}});
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(other));
+  CHECK(fs::exists(unlike));
+  CHECK(dir.entries() == 4);  // the checkpoint and the three kept
 }

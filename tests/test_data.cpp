@@ -5,6 +5,7 @@
 
 #include "skip.h"
 #include "test_util.h"
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -149,6 +150,43 @@ TEST_CASE("load_mnist_dir finds raw or .gz files and lists what it looked for") 
   CHECK(has(error_of([&] { load_mnist_dir(dir.path.string(), "validation"); }), "split must be \"train\" or \"test\""));
 }
 
+TEST_CASE("hostile IDX files: a gzip bomb, a zero count with huge rows, empty sets, paths that are not files") {
+  TempDir dir;
+  // A header for 3 images of 2x4 (40 bytes in all), then 64 MiB of zeros, deflated to ~64 KiB.
+  // The reader inflated all of it before checking the length; now it stops a byte past 40.
+  const std::string bomb = dir / "bomb.gz";
+  {
+    gzFile gz = gzopen(bomb.c_str(), "wb1");
+    REQUIRE(gz);
+    std::vector<uint8_t> header = {0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 4}, zeros(1 << 20, 0);
+    REQUIRE(gzwrite(gz, header.data(), unsigned(header.size())) == int(header.size()));
+    for (int mib = 0; mib < 64; ++mib) REQUIRE(gzwrite(gz, zeros.data(), unsigned(zeros.size())) == int(zeros.size()));
+    REQUIRE(gzclose(gz) == Z_OK);
+  }
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  CHECK(error_of([&] { read_idx_images(bomb); }) ==
+        bomb + ": expected 40 bytes (decompressed) (16-byte header + 3 images of 8 bytes), found more: unexpected bytes from byte offset 40");
+  getrusage(RUSAGE_SELF, &after);
+  CHECK((after.ru_maxrss - before.ru_maxrss) * 1024 < 16 << 20);  // kibibytes: the peak grew by less than 16 MiB
+
+  // No images, but rows x cols beyond int64: the tensor's strides would overflow.
+  const std::string huge = dir / "huge";
+  std::ofstream(huge, std::ios::binary) << std::string("\x00\x00\x08\x03\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff", 16);
+  CHECK(error_of([&] { read_idx_images(huge); }) == huge + ": the dimensions at byte offsets 4-15 are impossibly large ([0, 4294967295, 4294967295])");
+
+  // An empty set trains on nothing and reported NaN losses.
+  write_idx_images(dir / "images", {0, 28, 28, {}});
+  write_idx_labels(dir / "labels", {});
+  CHECK(read_idx_images(dir / "images").count == 0);  // a valid file, ...
+  CHECK(error_of([&] { load_mnist(dir / "images", dir / "labels"); }) ==  // ... but no data set
+        "load_mnist: " + (dir / "images") + " holds no images (its count, at byte offset 4, is 0)");
+
+  CHECK(error_of([&] { read_idx_labels(dir.path.string()); }) == dir.path.string() + ": cannot read it as a file: it is a directory");
+  CHECK(error_of([] { read_idx_labels("/dev/null"); }) == "/dev/null: cannot read it as a file: it is a device or other special file");
+  CHECK(error_of([] { load_mnist_dir("/dev/null", "train"); }) == "load_mnist_dir: /dev/null is not a directory");
+}
+
 // ---- DataLoader ----
 
 // n images of 1x2x2 whose every pixel equals the sample's index, labelled with that index, so a
@@ -230,6 +268,16 @@ TEST_CASE("the DataLoader refuses inconsistent datasets and options") {
   CHECK(has(error_of([&] { DataLoader(d, {.std = 0.0}); }), "std must be positive"));
   CHECK(has(error_of([&] { DataLoader({d.images, numbered(3).labels}, {}); }), "4 images but 3 labels"));
   CHECK(has(error_of([&] { DataLoader({d.images.to(kFloat64), d.labels}, {}); }), "images must be a float32 CPU tensor"));
+}
+
+TEST_CASE("a batch size near int64's limit gives one batch of everything") {
+  // (n + b - 1) / b overflowed to 0 batches: an epoch trained on nothing
+  DataLoader loader(numbered(5), {.batch_size = INT64_MAX});
+  CHECK(loader.size() == 1);
+  std::vector<int64_t> sizes;
+  CHECK(run_epoch(loader, &sizes) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(sizes == std::vector<int64_t>{5});
+  CHECK(DataLoader(numbered(5), {.batch_size = INT64_MAX - 1, .drop_last = true}).size() == 0);
 }
 
 // ---- the real data sets, where installed ----

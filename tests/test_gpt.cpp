@@ -306,3 +306,71 @@ TEST_CASE("the GPT trainer names bad settings") {
   c.amp = "fp8";
   CHECK(error_of([&] { gpt::train(c, log); }) == "--amp must be off, fp16 or bf16, got 'fp8'");
 }
+
+TEST_CASE("the gpt command refuses nonsensical flags before any work, naming the flag and the value") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--steps 0", "--steps: must be a whole number in [1, 1099511627776], got '0'"},
+      {"--lr inf", "--lr: must be a finite number >= 0, got 'inf'"},
+      {"--threads -3", "--threads: must be a whole number in [0, 1024], got '-3'"},
+      {"--clip-grad -1", "--clip-grad: must be a finite number > 0, got '-1'"},
+      {"--clip-grad nan", "--clip-grad: must be a finite number > 0, got 'nan'"},
+      {"--seed -1", "--seed: must be a whole number in [0, 9223372036854775807], got '-1'"},
+      {"--batch-size 1e20", "--batch-size: must be a whole number in [1, 1048576], got '1e20'"},
+      {"--accum-steps 0", "--accum-steps: must be a whole number in [1, 1048576], got '0'"},
+      {"--dropout nan", "--dropout: must be a finite number >= 0 and <= 0.99, got 'nan'"},
+  };
+  for (const auto& [flags, message] : cases) {
+    CAPTURE(flags);
+    const CommandResult r = run_command(std::string(TRAINER_COMMAND) + " --text /nonexistent " + flags);
+    CHECK(r.status != 0);
+    CHECK_MESSAGE(r.output.find(message) != std::string::npos, r.output);
+  }
+}
+
+TEST_CASE("GPT: an unwritable --save fails before training, and a directory or a device as text or checkpoint is named") {
+  TempDir dir;
+  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  std::ostringstream log;
+  c.save_path = dir / "no-such-dir/ckpt.safetensors";
+  const std::string msg = error_of([&] { gpt::train(c, log); });
+  CHECK_MESSAGE(msg.find("--save " + c.save_path + ": cannot create the temporary file " + c.save_path + ".tmp.") == 0, msg);
+  CHECK(log.str().empty());
+  c.save_path.clear();
+  c.resume_path = dir.path.string();
+  CHECK(error_of([&] { gpt::train(c, log); }) == dir.path.string() + ": cannot read it as a file: it is a directory");
+  c.resume_path.clear();
+  c.text_path = "/dev/null";
+  CHECK(error_of([&] { gpt::train(c, log); }) == "/dev/null: cannot read it as a file: it is a device or other special file");
+  c.text_path = dir.path.string();
+  CHECK(error_of([&] { gpt::train(c, log); }) == dir.path.string() + ": cannot read it as a file: it is a directory");
+}
+
+TEST_CASE("GPT: checkpoint step counts that are not counts are refused, naming the key and the value") {
+  TempDir dir;
+  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  c.steps = 4;
+  c.eval_every = 2;
+  c.stop_after = 2;
+  c.sample_chars = 0;
+  c.save_path = dir / "ckpt.safetensors";
+  std::ostringstream log;
+  gpt::train(c, log);
+  const data::SafeTensors saved = data::load_safetensors(c.save_path);
+  c.resume_path = dir / "bad.safetensors";
+  c.save_path.clear();
+  c.stop_after = 0;
+  auto resume_error = [&](const std::string& key, const std::string& value) {
+    std::map<std::string, std::string> meta = saved.metadata;
+    meta[key] = value;
+    data::save_safetensors(c.resume_path, saved.tensors, meta);
+    return error_of([&] { gpt::train(c, log); });
+  };
+  const std::string step = c.resume_path + ": checkpoint metadata 'step' must be a whole number in [1, 9223372036854775807], got ";
+  CHECK(resume_error("step", "1e300") == step + "1e+300");
+  CHECK(resume_error("step", "nan") == step + "nan");
+  CHECK(resume_error("step", "-3") == step + "-3");
+  CHECK(resume_error("skipped_steps", "1e300") ==
+        c.resume_path + ": checkpoint metadata 'skipped_steps' must be a whole number in [0, 2], got 1e+300");
+  CHECK(resume_error("scheduler.last_epoch", "1e300") ==
+        "LRScheduler::load_state_dict: 'last_epoch' must be a whole number in [0, 9223372036854775807], got 1e+300");
+}

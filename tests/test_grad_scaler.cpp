@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <sstream>
 
 #include "amp/autocast.h"
 #include "amp/grad_health.h"
@@ -15,6 +16,7 @@
 #include "autograd/ops.h"
 #include "devices.h"
 #include "optim/optim.h"
+#include "test_util.h"
 
 using namespace ampgrad;
 
@@ -244,7 +246,7 @@ DEVICE_TEST_CASE("state_dict round trip") {
   CHECK_THROWS_WITH_AS(t.load_state_dict(bad), doctest::Contains("growth_factor > 1"), Error);
   bad = sd;
   bad["_growth_tracker"] = 5;
-  CHECK_THROWS_WITH_AS(t.load_state_dict(bad), doctest::Contains("_growth_tracker 5 must be in [0, growth_interval)"), Error);
+  CHECK_THROWS_WITH_AS(t.load_state_dict(bad), "GradScaler::load_state_dict: '_growth_tracker' must be a whole number in [0, 4], got 5", Error);
   CHECK(t.get_scale() == 256);
 }
 
@@ -281,4 +283,127 @@ DEVICE_TEST_CASE("history records the scale used and whether the step was skippe
   CHECK(s.history()[1].scale == 4);
   CHECK(s.history()[1].found_inf);
   CHECK(s.history()[2].scale == 2);
+}
+
+// ---- the scale's domain, and steps under real autocast ----
+
+TEST_CASE("a scale that is not positive and finite is refused wherever it enters, naming it") {
+  for (double bad : {double(INFINITY), 0.0, -2.0, double(NAN)}) {
+    CAPTURE(bad);
+    std::ostringstream value;
+    value << bad;
+    CHECK(error_of([&] { amp::GradScaler s({.init_scale = bad}); }) == "GradScaler: the scale must be positive and finite, got " + value.str());
+    amp::GradScaler s({.init_scale = 8, .growth_interval = 5});
+    std::map<std::string, double> sd = s.state_dict();
+    sd["scale"] = bad;  // inf skipped every later step, silently
+    CHECK(error_of([&] { s.load_state_dict(sd); }) == "GradScaler::load_state_dict: the scale must be positive and finite, got " + value.str());
+    CHECK(s.get_scale() == 8);  // left as it was
+    Tensor p = param({1});
+    s.scale(p.sum()).backward();
+    CHECK(error_of([&] { s.update(bad); }) == "update(new_scale): the scale must be positive and finite, got " + value.str());
+    CHECK(s.get_scale() == 8);
+  }
+  // Counts from a checkpoint: a cast of 1e300 to int64 was undefined behaviour.
+  amp::GradScaler s({.init_scale = 8, .growth_interval = 5});
+  std::map<std::string, double> sd = s.state_dict();
+  sd["growth_interval"] = 1e300;
+  CHECK(error_of([&] { s.load_state_dict(sd); }) ==
+        "GradScaler::load_state_dict: 'growth_interval' must be a whole number in [1, 9223372036854775807], got 1e+300");
+  sd["growth_interval"] = 2.5;
+  CHECK(error_of([&] { s.load_state_dict(sd); }) ==
+        "GradScaler::load_state_dict: 'growth_interval' must be a whole number in [1, 9223372036854775807], got 2.5");
+  sd["growth_interval"] = 5;
+  sd["_growth_tracker"] = NAN;
+  CHECK(error_of([&] { s.load_state_dict(sd); }) == "GradScaler::load_state_dict: '_growth_tracker' must be a whole number in [0, 4], got nan");
+}
+
+// The model of the autocast cases: out = x·wᵀ in float16, loss = Σ out in float32, so
+// ∂loss/∂w = Σ_b x_b = (1 + 3, 2 + 4) = (4, 6) whatever w is, and the scaled gradient S·(4, 6)
+// passes through float16 twice: as ∂loss/∂out (S itself) and as the GEMM's result S·(4, 6).
+// Float16's largest value is 65504, so S = 65536 overflows the first, S = 32768 and 16384 the
+// second (S·6 = 196608, 98304), and S ≤ 8192 is exact (powers of two times small integers).
+static const std::vector<float> kX = {1, 2, 3, 4};  // (2, 2)
+static Tensor autocast_loss(const Tensor& w, Device dev) {
+  amp::autocast ac(dev.type, kFloat16);
+  Tensor out = linear(from_vector<float>(kX, {2, 2}).to(dev), w);
+  CHECK(out.dtype() == kFloat16);  // the policy table's lower-precision GEMM
+  return out.to(kFloat32).sum();
+}
+
+DEVICE_TEST_CASE("an AMP step under real autocast: float16 forward and backward, float32 master weights, exact update") {
+  Tensor w = from_vector<float>({0.5f, -0.25f}, {1, 2}).to(dev).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.125});
+  amp::GradScaler s({.init_scale = 1024});
+  Tensor loss = autocast_loss(w, dev);
+  CHECK(loss.item<float>() == 0.5f);  // 1·0.5 − 2·0.25 + 3·0.5 − 4·0.25
+  s.scale(loss).backward();
+  CHECK(w.grad().dtype() == kFloat32);  // the cast's backward returned it to the master's dtype
+  CHECK(to_vector<float>(w.grad()) == std::vector<float>{4096, 6144});
+  CHECK(s.step(opt));
+  s.update();
+  CHECK(to_vector<float>(w) == std::vector<float>{0.5f - 0.125f * 4, -0.25f - 0.125f * 6});
+  CHECK(s.get_scale() == 1024);
+  CHECK(s.get_growth_tracker() == 1);
+}
+
+DEVICE_TEST_CASE("consecutive overflows under autocast: the scale halves each time, the tracker resets, the weights stay") {
+  Tensor w = from_vector<float>({0.5f, -0.25f}, {1, 2}).to(dev).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.125, .momentum = 0.5});
+  amp::GradScaler s({.init_scale = 8192});
+  auto iterate = [&] {
+    s.scale(autocast_loss(w, dev)).backward();
+    const bool stepped = s.step(opt);
+    s.update();
+    opt.zero_grad();
+    return stepped;
+  };
+  CHECK(iterate());  // clean at 8192: w = (0.5, −0.25) − 0.125·(4, 6)
+  CHECK(s.get_growth_tracker() == 1);
+  s.update(65536.0);  // as a caller may set it; the tracker is left as it was
+  const std::vector<uint8_t> w_before = bytes(w), momentum_before = bytes(opt.state_dict().tensors.at(0).second);
+  for (double expected_scale : {32768.0, 16384.0, 8192.0}) {
+    CAPTURE(expected_scale);
+    CHECK_FALSE(iterate());
+    CHECK(s.get_scale() == expected_scale);
+    CHECK(s.get_growth_tracker() == 0);
+    CHECK(bytes(w) == w_before);
+    CHECK(bytes(opt.state_dict().tensors.at(0).second) == momentum_before);
+  }
+  CHECK(iterate());  // clean again at 8192; momentum 0.5: buffer (4, 6)·1.5, w −= 0.125 of it
+  CHECK(to_vector<float>(w) == std::vector<float>{0.5f - 0.5f - 0.75f, -0.25f - 0.75f - 1.125f});
+  CHECK(s.get_growth_tracker() == 1);
+}
+
+DEVICE_TEST_CASE("an overflow seen by unscale_ skips the step even after clip_grad_norm_ turned the gradients to NaN") {
+  Tensor p = param({1, 2}, dev);
+  optim::SGD opt({p}, {.lr = 1, .momentum = 0.9});
+  amp::GradScaler s({.init_scale = 1024});
+  auto iterate = [&](bool overflow) {
+    s.scale((p * from_vector<float>({3, 4}).to(dev)).sum()).backward();
+    if (overflow) {
+      NoGradGuard g;
+      p.grad().narrow(0, 0, 1).fill_(INFINITY);
+    }
+    s.unscale_(opt);
+    const double norm = optim::clip_grad_norm_(opt.params(), 1.0).item<double>();
+    const bool stepped = s.step(opt);
+    s.update();
+    opt.zero_grad();
+    return std::pair(stepped, norm);
+  };
+  CHECK(iterate(false) == std::pair(true, 5.0));  // (3, 4) clipped to (0.6, 0.8)
+  const std::vector<float> after_one = to_vector<float>(p);
+  CHECK(after_one[0] == doctest::Approx(1 - 0.6).epsilon(1e-6));
+  const std::vector<uint8_t> p_before = bytes(p), momentum_before = bytes(opt.state_dict().tensors.at(0).second);
+  // The norm is inf, so clipping multiplies by max_norm / (inf + 1e-6) = 0: the inf becomes NaN
+  // and the rest 0. The step must still be skipped, on the flag unscale_ recorded before.
+  auto [stepped, norm] = iterate(true);
+  CHECK_FALSE(stepped);
+  CHECK(std::isinf(norm));
+  CHECK(bytes(p) == p_before);
+  CHECK(bytes(opt.state_dict().tensors.at(0).second) == momentum_before);
+  CHECK(s.get_scale() == 512);
+  CHECK(s.get_growth_tracker() == 0);
+  CHECK(iterate(false).first);  // and the next clean step goes on from the same weights
+  for (float v : to_vector<float>(p)) CHECK(std::isfinite(v));
 }

@@ -349,3 +349,101 @@ TEST_CASE("on the MNIST digits, --float8 learns as well as float32 and bfloat16"
   CHECK(fp8.test_acc > fp32.test_acc - 0.01);
   CHECK(fp8.train_loss == doctest::Approx(fp32.train_loss).epsilon(0.05));
 }
+
+// ---- hostile input: flags, checkpoints and paths ----
+
+TEST_CASE("the mnist command refuses nonsensical flags before any work, naming the flag and the value") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--epochs -1", "--epochs: must be a whole number in [1, 1000000], got '-1'"},
+      {"--epochs 0", "--epochs: must be a whole number in [1, 1000000], got '0'"},
+      {"--lr inf", "--lr: must be a finite number >= 0, got 'inf'"},
+      {"--threads -3", "--threads: must be a whole number in [0, 1024], got '-3'"},
+      {"--limit-train -5", "--limit-train: must be a whole number in [1, 9223372036854775807], got '-5'"},
+      {"--limit-test 0", "--limit-test: must be a whole number in [1, 9223372036854775807], got '0'"},
+      {"--clip-grad -1", "--clip-grad: must be a finite number >= 0, got '-1'"},
+      {"--clip-grad nan", "--clip-grad: must be a finite number >= 0, got 'nan'"},
+      {"--seed -1", "--seed: must be a whole number in [0, 9223372036854775807], got '-1'"},
+      {"--batch-size 1e20", "--batch-size: must be a whole number in [1, 1073741824], got '1e20'"},
+      {"--batch-size 9223372036854775807", "--batch-size: must be a whole number in [1, 1073741824], got '9223372036854775807'"},
+      {"--accum-steps 0", "--accum-steps: must be a whole number in [1, 1048576], got '0'"},
+  };
+  for (const auto& [flags, message] : cases) {
+    CAPTURE(flags);
+    const CommandResult r = run_command(std::string(TRAINER_COMMAND) + " --data /nonexistent " + flags);
+    CHECK(r.status != 0);
+    CHECK_MESSAGE(r.output.find(message) != std::string::npos, r.output);
+  }
+}
+
+TEST_CASE("paths that cannot work are named before training: --save unwritable, a directory or a device as data or checkpoint") {
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  mnist::TrainConfig c;
+  c.data_dir = dir.path.string();
+  c.limit_train = 64;
+  std::ostringstream log;
+  c.save_path = dir / "no-such-dir/ckpt.safetensors";
+  const std::string msg = error_of([&] { mnist::train(c, log); });
+  CHECK_MESSAGE(msg.find("--save " + c.save_path + ": cannot create the temporary file " + c.save_path + ".tmp.") == 0, msg);
+  CHECK_MESSAGE(msg.find("No such file or directory") != std::string::npos, msg);
+  CHECK(log.str().empty());  // nothing trained, nothing loaded
+  c.save_path = dir.path.string();
+  CHECK(error_of([&] { mnist::train(c, log); }) == "--save " + dir.path.string() + ": is a directory");
+  c.save_path.clear();
+
+  for (const std::string& resume : {dir.path.string(), std::string("/dev/null")}) {
+    c.resume_path = resume;
+    CHECK(error_of([&] { mnist::train(c, log); }) ==
+          resume + ": cannot read it as a file: it is " + (resume == "/dev/null" ? "a device or other special file" : "a directory"));
+  }
+  c.resume_path.clear();
+  c.data_dir = "/dev/null";
+  CHECK(error_of([&] { mnist::train(c, log); }) == "load_mnist_dir: /dev/null is not a directory");
+
+  TempDir odd;  // a directory where the training images should be
+  std::filesystem::create_directory(odd / "train-images-idx3-ubyte");
+  data::write_idx_labels(odd / "train-labels-idx1-ubyte", {1});  // found, so the images are read
+  c.data_dir = odd.path.string();
+  CHECK(error_of([&] { mnist::train(c, log); }) == (odd / "train-images-idx3-ubyte") + ": cannot read it as a file: it is a directory");
+}
+
+TEST_CASE("an empty training or test set is refused, naming the file") {
+  for (const std::string& split : {std::string("train"), std::string("t10k")}) {
+    CAPTURE(split);
+    TempDir dir;
+    write_synthetic_mnist(dir);
+    data::write_idx_images(dir / (split + "-images-idx3-ubyte"), {0, 28, 28, {}});
+    data::write_idx_labels(dir / (split + "-labels-idx1-ubyte"), {});
+    mnist::TrainConfig c;
+    c.data_dir = dir.path.string();
+    std::ostringstream log;
+    CHECK(error_of([&] { mnist::train(c, log); }) ==
+          "load_mnist: " + (dir / (split + "-images-idx3-ubyte")) + " holds no images (its count, at byte offset 4, is 0)");
+  }
+}
+
+TEST_CASE("checkpoint numbers that are not counts are refused, naming the file, the key and the value") {
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  mnist::TrainConfig c = saved_small_run(dir);
+  c.epochs = 2;
+  const data::SafeTensors saved = data::load_safetensors(c.resume_path);
+  const std::string bad = dir / "bad.safetensors";
+  auto resume_error = [&](const std::string& key, const std::string& value) {
+    std::map<std::string, std::string> meta = saved.metadata;
+    meta[key] = value;
+    data::save_safetensors(bad, saved.tensors, meta);
+    c.resume_path = bad;
+    std::ostringstream log;
+    return error_of([&] { mnist::train(c, log); });
+  };
+  // 1e300 and NaN were undefined behaviour in the cast to int (a 2^31-epoch run); -1 trained extra epochs
+  const std::string epoch = bad + ": checkpoint metadata 'epoch' must be a whole number in [1, 2147483647], got ";
+  CHECK(resume_error("epoch", "1e300") == epoch + "1e+300");
+  CHECK(resume_error("epoch", "nan") == epoch + "nan");
+  CHECK(resume_error("epoch", "-1") == epoch + "-1");
+  CHECK(resume_error("epoch", "1.5") == epoch + "1.5");
+  // an optimizer step count of 1e300 was reported as a "missing key"
+  CHECK(resume_error("optimizer.state.0.step", "1e300") ==
+        "Optimizer::load_state_dict: 'state.0.step' must be a whole number in [1, 9223372036854775807], got 1e+300");
+}

@@ -166,6 +166,19 @@ TEST_CASE("creation functions") {
   CHECK(ones({2, 3}, TensorOptions(kFloat64).requires_grad()).requires_grad());
 }
 
+TEST_CASE("a shape whose sizes multiply past int64 is refused, even when it holds no element") {
+  // [0, 2^62, 2^62] holds nothing, but its strides (2^62, 1) and numel's running product overflow.
+  const Shape huge{0, int64_t(1) << 62, int64_t(1) << 62};
+  const std::string msg = "shape [0, 4611686018427387904, 4611686018427387904]: its sizes multiply past int64's range";
+  CHECK(error_of([&] { numel_of(huge); }) == msg);
+  CHECK(error_of([&] { empty(huge); }) == msg);
+  CHECK(error_of([&] { empty({int64_t(1) << 62, 4}, kFloat32); }) == "shape [4611686018427387904, 4]: its sizes multiply past int64's range");
+  // bytes too: 2^61 float32 elements are 2^63 bytes
+  CHECK(error_of([&] { empty({int64_t(1) << 61}, kFloat32); }) == "shape [2305843009213693952]: its sizes multiply past int64's range");
+  CHECK(numel_of({0, int64_t(1) << 62}) == 0);  // within range: a valid empty shape
+  CHECK(contiguous_strides({3, 0, 5}) == Shape{0, 5, 1});
+}
+
 TEST_CASE("item and from_blob copy semantics") {
   float raw[3] = {1, 2, 3};
   Tensor b = from_blob(raw, {3}, kFloat32);

@@ -1,8 +1,11 @@
 // test_util.h — small helpers several suites share: a temporary directory, whole-file bytes,
-// the message of the Error a call throws, and which kernel a CPU bfloat16 GEMM runs.
+// a command's exit status and output, the message of the Error a call throws, and which kernel
+// a CPU bfloat16 GEMM runs.
 #pragma once
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +49,22 @@ struct TempDir {
 inline std::vector<uint8_t> file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs a shell command: its exit status (-1 if a signal ended it) and what it wrote to stdout
+// and stderr together.
+struct CommandResult {
+  int status;
+  std::string output;
+};
+inline CommandResult run_command(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return {-1, "popen failed"};
+  std::string output;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
 // The message of the ampgrad::Error that f throws ("" if it throws none).

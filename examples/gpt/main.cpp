@@ -3,42 +3,44 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "flags.h"
 #include "gpt/trainer.h"
 
 int main(int argc, char** argv) {
+  using ampgrad::examples::real_number, ampgrad::examples::whole_number;
   gpt::TrainConfig c;
   CLI::App app{"Train a small character-level GPT on a text file with ampgrad, optionally under AMP, and sample from it."};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--text", c.text_path, "any text file; its bytes are the tokens")->capture_default_str();
-  app.add_option("--steps", c.steps)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", c.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--accum-steps", c.accum_steps, "micro-batches of --batch-size per optimizer step")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--block-size", c.model.block_size, "context length")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--layers", c.model.n_layer)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--heads", c.model.n_head)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--embd", c.model.n_embd, "width of the residual stream (a multiple of --heads)")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--dropout", c.model.dropout)->check(CLI::Range(0.0, 0.99))->capture_default_str();
-  app.add_option("--lr", c.lr, "AdamW's peak rate, reached after the warmup and decayed to a tenth along a cosine")->capture_default_str();
-  app.add_option("--warmup-steps", c.warmup_steps, "steps of linear warmup to --lr")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--steps", c.steps)->check(whole_number(1, int64_t(1) << 40))->capture_default_str();
+  app.add_option("--batch-size", c.batch_size)->check(whole_number(1, 1 << 20))->capture_default_str();
+  app.add_option("--accum-steps", c.accum_steps, "micro-batches of --batch-size per optimizer step")->check(whole_number(1, 1 << 20))->capture_default_str();
+  app.add_option("--block-size", c.model.block_size, "context length")->check(whole_number(1, 1 << 20))->capture_default_str();
+  app.add_option("--layers", c.model.n_layer)->check(whole_number(1, 1024))->capture_default_str();
+  app.add_option("--heads", c.model.n_head)->check(whole_number(1, 1024))->capture_default_str();
+  app.add_option("--embd", c.model.n_embd, "width of the residual stream (a multiple of --heads)")->check(whole_number(1, 1 << 20))->capture_default_str();
+  app.add_option("--dropout", c.model.dropout)->check(real_number(0, false, 0.99))->capture_default_str();
+  app.add_option("--lr", c.lr, "AdamW's peak rate, reached after the warmup and decayed to a tenth along a cosine")->check(real_number(0))->capture_default_str();
+  app.add_option("--warmup-steps", c.warmup_steps, "steps of linear warmup to --lr")->check(whole_number(0, int64_t(1) << 40))->capture_default_str();
   app.add_option("--weight-decay", c.weight_decay, "AdamW's, for the weight matrices and embeddings (none for biases and LayerNorm gains)")
-      ->capture_default_str();
-  app.add_option("--clip-grad", c.clip_grad, "max global gradient norm")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--eval-every", c.eval_every)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--eval-batches", c.eval_batches)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--seed", c.seed)->capture_default_str();
-  app.add_option("--threads", c.threads, "CPU threads (0: OMP_NUM_THREADS if set, else all cores)")->capture_default_str();
+      ->check(real_number(0))->capture_default_str();
+  app.add_option("--clip-grad", c.clip_grad, "max global gradient norm")->check(real_number(0, /*above_lo=*/true))->capture_default_str();
+  app.add_option("--eval-every", c.eval_every)->check(whole_number(1))->capture_default_str();
+  app.add_option("--eval-batches", c.eval_batches)->check(whole_number(1, 1 << 20))->capture_default_str();
+  app.add_option("--seed", c.seed)->check(whole_number(0))->capture_default_str();
+  app.add_option("--threads", c.threads, "CPU threads (0: OMP_NUM_THREADS if set, else all cores)")->check(whole_number(0, 1024))->capture_default_str();
   app.add_option("--device", c.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_option("--amp", c.amp, "off | fp16 (with a GradScaler) | bf16")->check(CLI::IsMember({"off", "fp16", "bf16"}))->capture_default_str();
   app.add_flag("--float8", c.float8, "every linear as an FP8 GEMM (e4m3 forward, e5m2 gradients, a scale per tensor), numerics emulated");
   app.add_option("--checkpoint", c.checkpoint_segments, "recompute the blocks' activations in backward, in N segments (0: off)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--sample", c.sample_chars, "characters to generate after training")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--temperature", c.temperature, "sampling temperature (0: always the likeliest)")->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(whole_number(0, 1024))->capture_default_str();
+  app.add_option("--sample", c.sample_chars, "characters to generate after training")->check(whole_number(0, 1 << 20))->capture_default_str();
+  app.add_option("--temperature", c.temperature, "sampling temperature (0: always the likeliest)")->check(real_number(0))->capture_default_str();
   app.add_option("--metrics", c.metrics_path, "CSV of each evaluation");
   app.add_option("--save", c.save_path, "checkpoint (safetensors), rewritten at every evaluation");
   app.add_option("--resume", c.resume_path, "continue the run a checkpoint was saved from, as if never stopped");
   app.add_option("--stop-after", c.stop_after, "stop after this step of the --steps schedule (0: run it all); --resume goes on")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(whole_number(0, int64_t(1) << 40))->capture_default_str();
   app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op until the first evaluation");
   app.add_flag("--memory-peak", c.memory_peak, "print what was alive at the memory peak before the first evaluation, and what made it");
   app.add_flag("--profile", c.profile, "print where the time went until the first evaluation, kernel by kernel");

@@ -11,6 +11,7 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "data/input_file.h"
 #include "optim/optim.h"
 #include "tensor/threads.h"
 #include "trainer_support.h"
@@ -41,6 +42,7 @@ CharText CharText::from_string(const std::string& text, const std::string& name)
 CharText CharText::load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   AMPGRAD_CHECK(f, "cannot read the text " << path << " (the default, from Debian's fortunes package, comes with scripts/install-deps.sh)");
+  data::input_file_size(path);  // a directory or a device opens, but is named as what it is
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   AMPGRAD_CHECK(!f.bad(), "error reading " << path);
   return from_string(text, path);
@@ -153,6 +155,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   const int64_t last_step = c.stop_after ? c.stop_after : c.steps;
   const Device device = examples::training_device(c.device);
   const examples::AmpSetting precision = examples::amp_setting(c.amp, c.float8);
+  examples::check_writable("--save", c.save_path);
   set_num_threads(c.threads);
   // One seed, four streams: the default generator draws the weights and the dropout masks, and
   // the batches, the evaluation windows and the sample have a stream each, so that none of them
@@ -213,19 +216,18 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     for (auto& [k, v] : model_settings(mc, text))
       AMPGRAD_CHECK(ck.meta(k) == v, c.resume_path << ": the checkpoint's model has another " << k
                                                    << (k == "vocab" ? " (it was trained on " + ck.meta("text") + ")" : ": " + ck.meta(k) + ", this run's " + v));
-    const double done = ck.number("step");
-    AMPGRAD_CHECK(done >= 1 && done == std::floor(done) && done < double(last_step),
-                  c.resume_path << ": the checkpoint is after step " << ck.meta("step") << "; this run ends at step " << last_step
-                                << " (--steps, --stop-after), so there is nothing left to train");
+    const int64_t done = ck.integer("step", 1);
+    AMPGRAD_CHECK(done < last_step, c.resume_path << ": the checkpoint is after step " << done << "; this run ends at step " << last_step
+                                                  << " (--steps, --stop-after), so there is nothing left to train");
     ck.warn_if_changed(run_settings(c), log);
     ck.restore(*model, opt, scaler, &schedule, log);
-    AMPGRAD_CHECK(schedule.last_epoch() == int64_t(done),
-                  c.resume_path << ": the schedule's epoch " << schedule.last_epoch() << " is not the checkpoint's step " << int64_t(done));
+    AMPGRAD_CHECK(schedule.last_epoch() == done,
+                  c.resume_path << ": the schedule's epoch " << schedule.last_epoch() << " is not the checkpoint's step " << done);
     default_generator().set_state(Generator::State::from_string(ck.meta("rng.default")));
     batches.set_state(Generator::State::from_string(ck.meta("rng.batches")));
-    skipped.fill_(ck.number("skipped_steps"));
-    first_step = int64_t(done) + 1;
-    log << "resumed from " << c.resume_path << " after step " << int64_t(done) << "\n";
+    skipped.fill_(double(ck.integer("skipped_steps", 0, done)));
+    first_step = done + 1;
+    log << "resumed from " << c.resume_path << " after step " << done << "\n";
   }
   std::vector<Tensor> losses;  // read once per evaluation: a read per step would wait for the GPU
   examples::Instruments first_interval(c.amp_trace, c.profile, c.memory_peak, device);  // --amp-trace, --profile, --memory-peak

