@@ -32,15 +32,17 @@ class MpiBackend final : public Backend {
  public:
   explicit MpiBackend(MPI_Comm comm) : comm_(comm) { MPI_Comm_size(comm, &size_); }
 
-  Work all_reduce(const Tensor& t, ReduceOp op) override {
+  Work all_reduce(const Tensor& t, ReduceOp op, bool async) override {
     NoGradGuard no_grad;
     Tensor target = t.detach();
     const DType wire = wire_dtype(t.dtype());
     const bool in_place = t.dtype() == wire && t.is_contiguous();
     const Tensor buffer = in_place ? target : target.to(wire).contiguous();
-    auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
-    AMPGRAD_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw_data(), mpi_count("all_reduce", buffer.numel()), mpi_type(wire),
-                                     op == ReduceOp::max ? MPI_MAX : MPI_SUM, comm_, request.get()));
+    auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);  // stays null when blocking: MPI_Wait returns at once
+    const int count = mpi_count("all_reduce", buffer.numel());
+    const MPI_Op mpi_op = op == ReduceOp::max ? MPI_MAX : MPI_SUM;
+    if (async) AMPGRAD_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw_data(), count, mpi_type(wire), mpi_op, comm_, request.get()));
+    else AMPGRAD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer.raw_data(), count, mpi_type(wire), mpi_op, comm_));
     const int ranks = size_;
     auto finish = [=]() mutable {
       AMPGRAD_MPI_CHECK(MPI_Wait(request.get(), MPI_STATUS_IGNORE));

@@ -54,7 +54,7 @@ class NcclBackend final : public Backend {
     cudaStreamDestroy(stream_);
   }
 
-  Work all_reduce(const Tensor& t, ReduceOp op) override {
+  Work all_reduce(const Tensor& t, ReduceOp op, bool /*async: NCCL is always asynchronous to the host*/) override {
     NoGradGuard no_grad;
     Tensor target = checked(t);
     const Tensor buffer = target.contiguous();

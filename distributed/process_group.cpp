@@ -67,11 +67,21 @@ Backend& ProcessGroup::backend_for(const char* op, const Tensor& t) {
 #endif
 }
 
-Work ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
-  Backend& b = backend_for("all_reduce", t);
+static void check_reduce_op(const Tensor& t, ReduceOp op) {
   AMPGRAD_CHECK(op != ReduceOp::avg || t.is_floating_point(), "ProcessGroup::all_reduce: avg of an " << dtype_name(t.dtype())
                                                                   << " tensor is not defined (reduce with sum and divide as you mean to)");
-  return b.all_reduce(t, op);
+}
+
+void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
+  Backend& b = backend_for("all_reduce", t);
+  check_reduce_op(t, op);
+  b.all_reduce(t, op, /*async=*/false).wait();
+}
+
+Work ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
+  Backend& b = backend_for("all_reduce", t);
+  check_reduce_op(t, op);
+  return b.all_reduce(t, op, /*async=*/true);
 }
 
 void ProcessGroup::broadcast(const Tensor& t, int root) {
