@@ -102,6 +102,11 @@ void GradScaler::update(std::optional<double> new_scale) {
   per_optimizer_.clear();
 }
 
+Tensor GradScaler::found_inf(const optim::Optimizer& optimizer) const {
+  auto it = per_optimizer_.find(&optimizer);
+  return it == per_optimizer_.end() ? Tensor() : it->second.found_inf;
+}
+
 double GradScaler::get_scale() const {
   if (!options_.enabled) return 1.0;
   return scale_.defined() ? scale_.item<double>() : options_.init_scale;

@@ -71,6 +71,9 @@ class GradScaler {
   StepResult step(optim::Optimizer& optimizer);  // optimizer.step_if_finite(found_inf)
   void update(std::optional<double> new_scale = {});
 
+  // The 0-d float32 inf/NaN flag unscale_ recorded for this optimizer (undefined before unscale_):
+  // a handle, so a collective may write into it before step() reads it (distributed/rank_consistency.h).
+  Tensor found_inf(const optim::Optimizer& optimizer) const;
   double get_scale() const;  // a host read of S (1.0 when disabled)
   int64_t get_growth_tracker() const;
   bool is_enabled() const { return options_.enabled; }

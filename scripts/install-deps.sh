@@ -9,7 +9,8 @@ set -euo pipefail
 
 need=(cmake g++ make libeigen3-dev doctest-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
       libbenchmark-dev ccache gnuplot-nox dataset-fashion-mnist fortunes
-      libdnnl-dev ocl-icd-opencl-dev)  # oneDNN (bfloat16 GEMMs); its CMake config asks for OpenCL
+      libdnnl-dev ocl-icd-opencl-dev  # oneDNN (bfloat16 GEMMs); its CMake config asks for OpenCL
+      libopenmpi-dev openmpi-bin)     # MPI: distributed/ (data-parallel training), mpirun for its tests
 # python3-torch depends on any libblas.so.3; without OpenBLAS that is the reference BLAS, and
 # its MLP epoch takes 13x as long here (41 s, not 3.1 s): no fair peer.
 for arg in "$@"; do

@@ -8,6 +8,7 @@
 
 #include "amp/policy.h"
 #include "flags.h"
+#include "mnist/data_parallel.h"
 #include "mnist/trainer.h"
 
 int main(int argc, char** argv) {
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
   app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op in the first epoch");
   app.add_flag("--memory-peak", c.memory_peak, "print what was alive at the first epoch's memory peak, and what made it (a MemoryHistory)");
   app.add_flag("--profile", c.profile, "print the first epoch's training time by kernel (on a GPU it waits for each, which slows that epoch)");
+  app.add_flag("--ddp", c.ddp, "data-parallel over the ranks of mpirun (mpirun -np 2 mnist --ddp): --batch-size is the global batch, "
+                              "split evenly; rank 0 alone prints and writes");
   bool policy = false;
   app.add_flag("--amp-policy", policy, "print the autocast policy table and exit");
   CLI11_PARSE(app, argc, argv);
@@ -55,8 +58,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   c.progress = isatty(STDOUT_FILENO);
+  std::ostream* log = &std::cout;
+  std::ostream quiet(nullptr);  // what the ranks other than 0 print to: nothing
   try {
-    mnist::TrainResult r = mnist::train(c, std::cout);
+    if (c.ddp) {
+      mnist::data_parallel::init(argc, argv);
+      if (mnist::data_parallel::rank() != 0) {
+        log = &quiet;
+        c.progress = false;
+        c.save_path.clear(), c.metrics_path.clear(), c.scale_history_path.clear();
+      }
+    }
+    mnist::TrainResult r = mnist::train(c, *log);
+    if (log == &quiet) return 0;
     if (r.epochs.empty()) { std::cout << "nothing to train: already at epoch " << c.epochs << "\n"; return 0; }
     std::cout << "final: model=" << c.model << " dataset=" << c.dataset << " epochs=" << c.epochs << " amp=" << c.amp
               << std::fixed << std::setprecision(4) << " test_acc=" << r.epochs.back().test_acc << std::setprecision(0)

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
@@ -14,6 +15,7 @@
 #include "autograd/ops.h"
 #include "data/idx.h"
 #include "data/loader.h"
+#include "mnist/data_parallel.h"
 #include "mnist/models.h"
 #include "nn/checkpoint.h"
 #include "optim/optim.h"
@@ -131,12 +133,16 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
 
   std::shared_ptr<nn::Sequential> model = make_model(c.model);
   model->to(device);
+  // --ddp: this rank's replica (rank 0's weights, gradients averaged in backward) and its share of the batch
+  const std::shared_ptr<nn::Module> replica = c.ddp ? data_parallel::wrap(model) : model;
+  const int64_t ranks = c.ddp ? data_parallel::ranks() : 1;
+  AMPGRAD_CHECK(c.batch_size % ranks == 0, "--batch-size " << c.batch_size << " must be a multiple of the " << ranks << " ranks");
   AMPGRAD_CHECK(c.checkpoint_segments >= 0 && c.checkpoint_segments <= int64_t(model->size()),
                 "--checkpoint must be in [0, " << model->size() << "] for the " << c.model << "'s " << model->size() << " modules, got "
                                                << c.checkpoint_segments);
   // --checkpoint N: the model's activations recomputed in backward, segment by segment (nn/container.h)
   auto forward = [&](const Tensor& x) {
-    return c.checkpoint_segments ? nn::checkpoint_sequential(*model, c.checkpoint_segments, x) : model->forward(x);
+    return c.checkpoint_segments ? nn::checkpoint_sequential(*model, c.checkpoint_segments, x) : replica->forward(x);
   };
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters());
   const bool use_scaler = c.scaler == "on" || (c.scaler == "auto" && c.amp == "fp16");
@@ -172,9 +178,12 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     // summed where the loss lives: no host read per step
     Tensor loss_sum = zeros({}, TensorOptions().device(device)), skipped_sum = zeros({}, TensorOptions().device(device));
     int64_t batches = 0, seen = 0;
-    const int64_t n_batches = train_loader.size();
+    std::optional<data::DataLoader> shard;  // --ddp: this rank's samples of the epoch
+    if (c.ddp) shard.emplace(data_parallel::shard(train_set, c.seed, epoch), data::DataLoaderOptions{.batch_size = c.batch_size / ranks});
+    data::DataLoader& loader = shard ? *shard : train_loader;
+    const int64_t n_batches = loader.size();
     opt->zero_grad();
-    for (auto [x_host, y_host] : train_loader) {
+    for (auto [x_host, y_host] : loader) {
       const Tensor x = c.grad_penalty > 0 ? x_host.to(device).requires_grad_() : x_host.to(device), y = y_host.to(device);
       // 1. forward under autocast: GEMMs in 16 bits, the loss in float32 (the policy table)
       Tensor loss;
@@ -225,7 +234,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
       if (attacked.defined()) fgsm_correct += sum(eq(argmax(model->forward(attacked), 1), y)).item<int64_t>();
     }
-    EpochResult r{epoch + 1, loss_sum.item<double>() / batches, test_loss / test_set.size(),
+    EpochResult r{epoch + 1, (c.ddp ? data_parallel::mean(loss_sum.item<double>()) : loss_sum.item<double>()) / batches, test_loss / test_set.size(),
                   double(correct) / test_set.size(), seconds, scaler.get_scale(), skipped_sum.item<int64_t>(), step_peak,
                   double(fgsm_correct) / test_set.size()};
     result.epochs.push_back(r);

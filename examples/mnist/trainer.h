@@ -41,6 +41,7 @@ struct TrainConfig {
   bool profile = false;             // print where the first epoch's training time went, kernel by kernel
   bool memory_peak = false;         // print what was alive at the first epoch's peak, and what made it
   bool progress = false;            // redraw a progress bar (for terminals)
+  bool ddp = false;                 // data-parallel under mpirun (data_parallel.h): batch_size is the global batch
 };
 
 struct EpochResult {

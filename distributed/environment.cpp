@@ -1,0 +1,53 @@
+// environment.cpp — MPI's start, end and identity queries, each checked.
+#include "distributed/environment.h"
+
+#include "tensor/error.h"
+
+namespace ampgrad::distributed {
+
+void check_mpi(int status, const char* call) {
+  if (status == MPI_SUCCESS) return;
+  char message[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(status, message, &length);
+  AMPGRAD_CHECK(false, call << " failed: " << std::string(message, length));
+}
+
+bool is_initialized() {
+  int started = 0, ended = 0;
+  MPI_Initialized(&started);
+  MPI_Finalized(&ended);
+  return started && !ended;
+}
+
+void init(int* argc, char*** argv) {
+  int started = 0;
+  MPI_Initialized(&started);
+  if (started) return;
+  int provided = 0;
+  AMPGRAD_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  AMPGRAD_CHECK(provided >= MPI_THREAD_SERIALIZED, "distributed::init: MPI provides thread level " << provided
+                                                       << ", ampgrad needs MPI_THREAD_SERIALIZED (" << MPI_THREAD_SERIALIZED << ")");
+  // Errors come back as codes, which check_mpi turns into ampgrad::Error, instead of aborting.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+void finalize() {
+  if (is_initialized()) MPI_Finalize();
+}
+
+int rank() {
+  AMPGRAD_CHECK(is_initialized(), "distributed::rank: call distributed::init() first");
+  int r = 0;
+  AMPGRAD_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
+  return r;
+}
+
+int world_size() {
+  AMPGRAD_CHECK(is_initialized(), "distributed::world_size: call distributed::init() first");
+  int n = 0;
+  AMPGRAD_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
+  return n;
+}
+
+}  // namespace ampgrad::distributed

@@ -1,0 +1,35 @@
+// environment.h — the MPI process environment: start and end it, and ask who this process is.
+// mpirun launches N copies of one program; each learns its rank (0..N-1) and N here. Nothing
+// about tensors (process_group.h) or training (ddp.h).
+//
+//   int main(int argc, char** argv) {
+//     distributed::Environment env(argc, argv);     // MPI_Init_thread ... MPI_Finalize on exit
+//     if (distributed::rank() == 0) std::cout << distributed::world_size() << " ranks\n";
+//   }
+#pragma once
+#include <mpi.h>
+
+namespace ampgrad::distributed {
+
+// Starts MPI (idempotent) asking for MPI_THREAD_SERIALIZED: collectives may be called from any
+// one thread at a time (the backward's thread calls them from DDP's hook).
+void init(int* argc = nullptr, char*** argv = nullptr);
+void finalize();  // idempotent; after it no collective may run
+bool is_initialized();
+int rank();        // in MPI_COMM_WORLD
+int world_size();
+
+// init() for its lifetime, finalize() after: the usual first line of a data-parallel main.
+class Environment {
+ public:
+  Environment(int& argc, char**& argv) { init(&argc, &argv); }
+  ~Environment() { finalize(); }
+  Environment(const Environment&) = delete;
+  Environment& operator=(const Environment&) = delete;
+};
+
+// Raises ampgrad::Error naming the MPI call and MPI's message when it did not succeed.
+void check_mpi(int status, const char* call);
+#define AMPGRAD_MPI_CHECK(call) ::ampgrad::distributed::check_mpi((call), #call)
+
+}  // namespace ampgrad::distributed

@@ -1,0 +1,137 @@
+// nccl_backend.cpp — collectives on CUDA tensors through NCCL: one communicator per process, made
+// by broadcasting rank 0's ncclUniqueId through MPI (as llm.c does), one device per rank, and a
+// stream of its own. A collective starts after everything queued on the compute stream so far (an
+// event it waits on) and the compute stream waits for its end (another event): ordered both ways,
+// and the host never waits. Compiled only in a CUDA build that has NCCL.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "autograd/grad_mode.h"
+#include "distributed/process_group.h"
+#include "tensor/cuda/runtime.h"
+
+namespace ampgrad::distributed {
+namespace {
+
+void check_nccl(ncclResult_t status, const char* call) {
+  AMPGRAD_CHECK(status == ncclSuccess, call << " failed: " << ncclGetErrorString(status));
+}
+#define AMPGRAD_NCCL_CHECK(call) check_nccl((call), #call)
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::Float64: return ncclFloat64;
+    case DType::Float16: return ncclFloat16;
+    case DType::BFloat16: return ncclBfloat16;
+    case DType::Int64: return ncclInt64;
+    default: return ncclFloat32;  // ProcessGroup admits only floating types and int64
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::max: return ncclMax;
+    case ReduceOp::avg: return ncclAvg;
+    default: return ncclSum;
+  }
+}
+
+class NcclBackend final : public Backend {
+ public:
+  NcclBackend(MPI_Comm comm, int device) : device_(device) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    ncclUniqueId id;
+    if (rank == 0) AMPGRAD_NCCL_CHECK(ncclGetUniqueId(&id));
+    AMPGRAD_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
+    cuda::DeviceGuard on(device_);
+    AMPGRAD_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
+    AMPGRAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~NcclBackend() override {
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+
+  Work all_reduce(const Tensor& t, ReduceOp op, bool /*async: NCCL is always asynchronous to the host*/) override {
+    NoGradGuard no_grad;
+    Tensor target = checked(t);
+    const Tensor buffer = target.contiguous();
+    cuda::DeviceGuard on(device_);
+    cudaEvent_t done = enqueue([&] {
+      AMPGRAD_NCCL_CHECK(ncclAllReduce(buffer.raw_data(), buffer.raw_data(), size_t(buffer.numel()), nccl_type(t.dtype()), nccl_op(op), comm_, stream_));
+    });
+    auto finish = [=, this]() mutable {
+      cuda::DeviceGuard on(device_);
+      join(done);
+      if (!buffer.is_same(target)) target.copy_(buffer);  // queued on the compute stream, after the join
+      else target.bump_version();
+    };
+    auto poll = [done] { return cudaEventQuery(done) == cudaSuccess; };
+    return Work(finish, poll);
+  }
+
+  void broadcast(const Tensor& t, int root) override {
+    NoGradGuard no_grad;
+    Tensor target = checked(t);
+    const Tensor buffer = target.contiguous();
+    cuda::DeviceGuard on(device_);
+    join(enqueue([&] {
+      AMPGRAD_NCCL_CHECK(ncclBroadcast(buffer.raw_data(), buffer.raw_data(), bytes(buffer), ncclUint8, root, comm_, stream_));
+    }));
+    if (!buffer.is_same(target)) target.copy_(buffer);
+    else target.bump_version();
+  }
+
+  Tensor all_gather(const Tensor& t) override {
+    NoGradGuard no_grad;
+    const Tensor local = checked(t).contiguous();
+    int size = 1;
+    AMPGRAD_NCCL_CHECK(ncclCommCount(comm_, &size));
+    Shape shape{size};
+    shape.insert(shape.end(), t.shape().begin(), t.shape().end());
+    Tensor out = empty(shape, TensorOptions(t.dtype()).device(t.device()));
+    cuda::DeviceGuard on(device_);
+    join(enqueue([&] { AMPGRAD_NCCL_CHECK(ncclAllGather(local.raw_data(), out.raw_data(), bytes(local), ncclUint8, comm_, stream_)); }));
+    return out;
+  }
+
+ private:
+  Tensor checked(const Tensor& t) const {
+    AMPGRAD_CHECK(t.device().index == device_, "ProcessGroup: this rank's NCCL communicator is on cuda:" << device_ << ", the tensor on "
+                                                   << t.device().str() << " (one device per rank)");
+    return t.detach();
+  }
+  static size_t bytes(const Tensor& t) { return size_t(t.numel()) * t.element_size(); }
+
+  // Queues `collective` on the NCCL stream behind all work on the compute stream so far; returns
+  // the event that marks its end.
+  template <class F> cudaEvent_t enqueue(const F& collective) {
+    cudaEvent_t ready, done;
+    AMPGRAD_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    AMPGRAD_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    AMPGRAD_CUDA_CHECK(cudaEventRecord(ready, cuda::stream()));
+    AMPGRAD_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
+    AMPGRAD_CUDA_CHECK(cudaEventDestroy(ready));  // released once recorded work completes
+    collective();
+    AMPGRAD_CUDA_CHECK(cudaEventRecord(done, stream_));
+    return done;
+  }
+  // The compute stream waits for the collective's end: later kernels (and a block the caching
+  // allocator hands out again) come after it.
+  static void join(cudaEvent_t done) {
+    AMPGRAD_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), done, 0));
+    AMPGRAD_CUDA_CHECK(cudaEventDestroy(done));
+  }
+
+  int device_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_nccl_backend(MPI_Comm comm, int device) { return std::make_unique<NcclBackend>(comm, device); }
+
+}  // namespace ampgrad::distributed

@@ -1,0 +1,35 @@
+// rank_consistency.h — AMP across ranks, and the check that replicas agree.
+//
+// Why DDP needs no extra collective for the GradScaler: DDP all-reduces gradients during backward,
+// before the scaler unscales them, and every rank receives the same reduced bits. An inf or NaN
+// in one rank's *local* gradient is in the sum, hence in every rank's reduced gradient; every
+// rank's unscale_ finds it, every rank skips the step, and every rank's scale and growth tracker
+// move the same way. (tests/test_ddp.cpp plants an overflow on one rank and checks this each step.)
+//
+// Where ranks can still diverge, the collectives below restore agreement:
+//   - a scaler loaded on one rank only (rank 0 read the checkpoint): broadcast_scaler_state;
+//   - unscale_ before gradients are synchronised (a manual all-reduce after clipping, or a
+//     per-rank inf check): all_reduce_found_inf, a max over ranks, before step();
+//   - anything else: check_parameters_match, which AMPGRAD_DDP_CHECK=N runs every N forwards.
+//
+//   scaler.unscale_(opt);  distributed::all_reduce_found_inf(scaler, opt, pg);  scaler.step(opt);
+#pragma once
+#include "amp/grad_scaler.h"
+#include "distributed/process_group.h"
+#include "nn/module.h"
+
+namespace ampgrad::distributed {
+
+// Rank 0's scale, growth tracker and options on every rank.
+void broadcast_scaler_state(amp::GradScaler& scaler, ProcessGroup& pg);
+
+// found_inf = max over ranks of found_inf, for the optimizer unscale_ has run for: one rank's
+// overflow skips the step everywhere.
+void all_reduce_found_inf(amp::GradScaler& scaler, const optim::Optimizer& optimizer, ProcessGroup& pg);
+
+// Raises an Error naming the first parameter (in `params` order) whose bytes differ between
+// ranks, with each rank's checksum; returns quietly when all agree. Reads every parameter to the
+// host: a debugging aid, not for every step of a long run.
+void check_parameters_match(ProcessGroup& pg, const nn::NamedTensors& params);
+
+}  // namespace ampgrad::distributed

@@ -1,0 +1,45 @@
+// data_parallel.cpp — `mnist --ddp` on distributed/: one ProcessGroup for the process, DDP, and
+// DistributedSampler's shard gathered into a Dataset of this rank's samples.
+#include "mnist/data_parallel.h"
+
+#include <cstdlib>
+
+#include "autograd/ops.h"
+#include "distributed/ddp.h"
+#include "distributed/sampler.h"
+
+namespace mnist::data_parallel {
+using namespace ampgrad;
+
+static distributed::ProcessGroup& group() {
+  static distributed::ProcessGroup pg;  // made after init(); MPI_Finalize runs at exit, after it
+  return pg;
+}
+
+void init(int& argc, char**& argv) {
+  distributed::init(&argc, &argv);
+  std::atexit([] { distributed::finalize(); });
+  group();
+}
+
+int rank() { return group().rank(); }
+int ranks() { return group().size(); }
+
+std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model) {
+  return std::make_shared<distributed::DistributedDataParallel>(std::move(model), group());
+}
+
+data::Dataset shard(const data::Dataset& all, uint64_t seed, int64_t epoch) {
+  data::DistributedSampler sampler(all.size(), ranks(), rank(), {.seed = seed});
+  const std::vector<int64_t> mine = sampler.indices(epoch);
+  const Tensor index = from_vector(mine, {int64_t(mine.size())}, TensorOptions(kInt64));
+  return {all.images.index_select(0, index), all.labels.index_select(0, index)};
+}
+
+double mean(double value) {
+  Tensor t = full({1}, value, TensorOptions(kFloat64));
+  group().all_reduce(t, distributed::ReduceOp::avg);
+  return t.item<double>();
+}
+
+}  // namespace mnist::data_parallel
