@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op in the first epoch");
   app.add_flag("--memory-peak", c.memory_peak, "print what was alive at the first epoch's memory peak, and what made it (a MemoryHistory)");
   app.add_flag("--profile", c.profile, "print the first epoch's training time by kernel (on a GPU it waits for each, which slows that epoch)");
+  app.add_option("--profile-trace", c.profile_trace, "write the first epoch's timeline (kernels, backward nodes, phases) as Chrome trace JSON for ui.perfetto.dev");
   bool policy = false;
   app.add_flag("--amp-policy", policy, "print the autocast policy table and exit");
   CLI11_PARSE(app, argc, argv);
