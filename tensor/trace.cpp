@@ -61,6 +61,7 @@ void TraceWriter::on_kernel_begin(const char* kernel, Device device) {
     open("forward", "phase");
     forward_open_ = true;
   }
+  if (open_.empty() || open_.back().category != std::string_view("kernel")) kernel_blocks_.clear();  // an outermost one
   open(kernel, "kernel", {{"device", device.str()}});
 }
 
@@ -71,9 +72,15 @@ void TraceWriter::on_kernel_end(const char* kernel, Device device) {
   if (outermost) unlabelled_kernel_ = long(done_.size()) - 1;
 }
 
-// record() announces an op's output after the op's kernels ran: the last one is the op's.
+void TraceWriter::on_alloc(Device device, const void* block, int64_t bytes) {
+  if (listening() && !open_.empty() && open_.back().category == std::string_view("kernel")) kernel_blocks_.push_back(block);
+}
+
+// record() announces an op's output after the op's kernels ran: the last one is the op's if it
+// allocated the output (not so for a view, or an op that returned its input).
 void TraceWriter::on_op_output(const Tensor& out, const char* op) {
-  if (!listening() || unlabelled_kernel_ < 0 || !out.defined()) return;
+  if (!listening() || unlabelled_kernel_ < 0 || !out.defined() || out.impl().is_view) return;
+  if (std::find(kernel_blocks_.begin(), kernel_blocks_.end(), out.impl().storage->data) == kernel_blocks_.end()) return;
   nlohmann::json& args = done_[unlabelled_kernel_].args;
   args["op"] = op;
   args["dtype"] = dtype_name(out.dtype());

@@ -7,7 +7,7 @@
 // It listens (tensor/observer.h) on the thread that made it. The phases: backward is each
 // backward() pass, optimizer and GradScaler their Spans, and forward every kernel outside
 // those (the forward pass, zero_grad, data moved to the device). A kernel span's args are the
-// device and, when an op's last kernel, that op's name and its output's dtype and shape.
+// device and, when it made an op's output, that op's name and the output's dtype and shape.
 // Built with CUDA, every span is also an NVTX range, so Nsight Systems shows the same names.
 // On a GPU a kernel span is its launch: the device runs it later (profile.h's sync_cuda).
 #pragma once
@@ -36,6 +36,7 @@ class TraceWriter final : public Observer {
  private:
   void on_kernel_begin(const char* kernel, Device device) override;
   void on_kernel_end(const char* kernel, Device device) override;
+  void on_alloc(Device device, const void* block, int64_t bytes) override;
   void on_op_output(const Tensor& out, const char* op) override;
   void on_backward_begin() override { begin_phase("backward"); }
   void on_backward_end() override { end_phase(); }
@@ -65,6 +66,7 @@ class TraceWriter final : public Observer {
   std::vector<Event> open_;     // outermost first; dur not yet known
   std::vector<Event> done_;
   long unlabelled_kernel_ = -1;  // in done_: the last outermost kernel, until an op claims it
+  std::vector<const void*> kernel_blocks_;  // what it allocated: an op claims it by its output
 };
 
 }  // namespace ampgrad
