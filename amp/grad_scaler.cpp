@@ -9,6 +9,7 @@
 #include "autograd/ops.h"
 #include "tensor/checked_int.h"
 #include "tensor/kernels.h"
+#include "tensor/observer.h"
 
 namespace ampgrad::amp {
 
@@ -34,6 +35,7 @@ void GradScaler::lazy_init(Device device) {
 
 Tensor GradScaler::scale(const Tensor& outputs) {
   if (!options_.enabled) return outputs;
+  Span phase("GradScaler", SpanKind::phase);  // to a timeline, as unscale_ and update
   lazy_init(outputs.device());
   return outputs * scale_;
 }
@@ -44,6 +46,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   AMPGRAD_CHECK(st.stage != Stage::unscaled, "unscale_() has already been called on this optimizer since the last update().");
   AMPGRAD_CHECK(st.stage != Stage::stepped, "unscale_() is being called after step().");
   AMPGRAD_CHECK(scale_.defined(), "unscale_(): no scale yet; call scaler.scale(loss) before backward.");
+  Span phase("GradScaler", SpanKind::phase);
   NoGradGuard no_grad;
   // inv = float32(1 / float64(S)): exact for the powers of two S usually is
   Tensor inv_scale = full({}, 1.0, TensorOptions(kFloat64).device(scale_.device())) / scale_.to(kFloat64);
@@ -82,6 +85,7 @@ StepResult GradScaler::step(optim::Optimizer& optimizer) {
 void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
   AMPGRAD_CHECK(scale_.defined(), "update(): no scale yet; call scaler.scale(loss) first.");
+  Span phase("GradScaler", SpanKind::phase);
   const double used = options_.record_history ? get_scale() : 0.0;
   Tensor found = zeros({}, TensorOptions(kFloat32).device(scale_.device()));
   if (new_scale) {

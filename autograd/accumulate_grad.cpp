@@ -20,6 +20,7 @@ namespace ampgrad::autograd {
 static void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
   AMPGRAD_CHECK(g.dtype() == leaf.dtype, "backward: gradient dtype " << dtype_name(g.dtype()) << " does not match the leaf's " << dtype_name(leaf.dtype));
   MadeBy named("AccumulateGrad");  // PyTorch's name for this step
+  Span span("AccumulateGrad", SpanKind::node);
   const Tensor grad(leaf.grad);
   if (grad.defined() && !is_grad_enabled() && grad.is_contiguous() && !grad.shares_storage(g)) kernels::axpy_(grad, g, 1.0);
   else if (grad.defined()) leaf.grad = (grad + g).impl_ptr();

@@ -51,7 +51,11 @@ static Grads run_node(Node& n, const Tensor& g, const Wanted& wanted, bool retai
                                 << "Pass retain_graph=true to the first backward if you need to call it twice");
   Needs needs(n.edges.size());
   for (size_t i = 0; i < needs.size(); ++i) needs[i] = wanted(n.edges[i]);
-  Grads gs = call_backward(n, g, needs, create_graph);
+  Grads gs;
+  {
+    Span span(n.name, SpanKind::node);  // to a timeline: this node's run
+    gs = call_backward(n, g, needs, create_graph);
+  }
   if (!retain_graph && !n.reusable) n.backward = nullptr;  // frees the saved tensors now
   return gs;
 }

@@ -2,13 +2,13 @@
 // flags turned into a Device and a precision setting (with an error naming a bad value), a
 // check that an output path is writable before training starts, the
 // forward's precision as one scope, and the three instruments a run can switch on for a stretch
-// of its training: the autocast trace, the kernel profile and the memory history.
+// of its training: the autocast trace, the kernel profile, the timeline and the memory history.
 //
 //   const Device device = training_device(c.device);             // "cuda" without a GPU: an Error saying why
 //   const AmpSetting precision = amp_setting(c.amp, c.float8);    // .enabled, .dtype and .float8
 //   check_writable("--save", c.save_path);                        // an Error naming flag and path, now
 //   { Autocast ac(device.type, precision); loss = ...; }          // autocast, and float8_autocast with --float8
-//   Instruments watch(c.amp_trace, c.profile, c.memory_peak, device);  // each asked for records from here ...
+//   Instruments watch(c.amp_trace, c.profile, c.profile_trace, c.memory_peak, device);  // each asked for records from here ...
 //   watch.report(log);                                                 // ... until this prints and stops them
 #pragma once
 #include <filesystem>
@@ -21,6 +21,7 @@
 #include "data/atomic_file.h"
 #include "tensor/memory_history.h"
 #include "tensor/profile.h"
+#include "tensor/trace.h"
 
 namespace ampgrad::examples {
 
@@ -61,16 +62,20 @@ struct Autocast {
 
 class Instruments {
  public:
-  Instruments(bool amp_trace, bool profile, bool memory_peak, Device device) {
+  // profile_trace: a file for the timeline (trace.h), or "" for none
+  Instruments(bool amp_trace, bool profile, const std::string& profile_trace, bool memory_peak, Device device) {
     if (amp_trace) trace_.emplace();
     if (profile) profile_.emplace(device.is_cuda());  // on a GPU, waits for each kernel
+    if (!profile_trace.empty()) timeline_.emplace(profile_trace);
     if (memory_peak) history_.emplace(device);
   }
   void report(std::ostream& log) {  // prints what was recorded, once; later calls print nothing
     if (profile_) profile_->print(log);
+    if (timeline_) timeline_->write();
     if (trace_) trace_->print_summary(log);
     if (history_) history_->print(log);
     profile_.reset();
+    timeline_.reset();
     trace_.reset();
     history_.reset();
   }
@@ -78,6 +83,7 @@ class Instruments {
  private:
   std::optional<amp::Trace> trace_;
   std::optional<Profile> profile_;
+  std::optional<TraceWriter> timeline_;
   std::optional<MemoryHistory> history_;
 };
 

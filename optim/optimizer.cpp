@@ -87,6 +87,7 @@ void Optimizer::step_if_finite(const Tensor& found_inf) {
 }
 
 void Optimizer::run_step(const Tensor& found_inf) {
+  Span phase("optimizer", SpanKind::phase);  // to a timeline
   std::vector<size_t> active;  // parameters with a gradient
   std::vector<Tensor> grads(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -44,6 +44,8 @@ check scripts/run-mnist.sh --amp-policy
 check scripts/run-mnist.sh --epochs 1 --limit-train 256 --limit-test 256 --save "$work/mnist.safetensors"
 check scripts/run-mnist.sh "${tiny[@]}" --resume "$work/mnist.safetensors" --save "$work/mnist.safetensors"
 check build/examples/mnist --help
+check scripts/run-mnist.sh "${tiny[@]}" --profile-trace "$work/mnist-trace.json"
+check test -s "$work/mnist-trace.json"
 
 # The five programs that teach by showing, and their plots.
 check build/examples/amp_step --steps 2
@@ -58,6 +60,7 @@ for flags in "--amp bf16" "--amp off" "--amp fp16" "--amp-trace" "--profile" "--
   # shellcheck disable=SC2086
   check build/examples/gpt "${gpt_tiny[@]}" $flags
 done
+check build/examples/gpt "${gpt_tiny[@]}" --profile-trace "$work/gpt-trace.json"
 check build/examples/gpt "${gpt_tiny[@]}" --stop-after 3 --save "$work/gpt.safetensors"
 check build/examples/gpt "${gpt_tiny[@]}" --resume "$work/gpt.safetensors"
 

@@ -15,6 +15,7 @@
 namespace ampgrad {
 
 class Tensor;
+enum class SpanKind { phase, node };
 
 // Every hook may be called from any thread that runs ops or allocates: a listener that keeps
 // state per thread filters itself. Hooks must not throw, except on_grad_accumulated (its error
@@ -31,6 +32,10 @@ struct Observer {
   // After the last gradient one backward pass sends a leaf is added into its .grad: PyTorch's
   // post-accumulate-grad hook, where data-parallel training starts reducing that gradient.
   virtual void on_grad_accumulated(const Tensor& leaf) {}
+  // A named stretch of work, for listeners that draw timelines (a TraceWriter): a phase the
+  // library knows (the optimizer's step, the GradScaler's own work) or one backward node's run.
+  virtual void on_span_begin(const char* name, SpanKind kind) {}
+  virtual void on_span_end(const char* name, SpanKind kind) {}
 
  private:
   friend void remove_observer(Observer*);
@@ -108,6 +113,24 @@ class BackwardPass {
   BackwardPass& operator=(const BackwardPass&) = delete;
 
  private:
+  bool announced_;
+};
+
+// A Span's scope, announced: `Span phase("optimizer", SpanKind::phase);`. The name must be static.
+class Span {
+ public:
+  Span(const char* name, SpanKind kind) : name_(name), kind_(kind), announced_(observed()) {
+    if (announced_) announce([&](Observer& o) { o.on_span_begin(name_, kind_); });
+  }
+  ~Span() {
+    if (announced_) announce([&](Observer& o) { o.on_span_end(name_, kind_); });
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+ private:
+  const char* name_;
+  SpanKind kind_;
   bool announced_;
 };
 

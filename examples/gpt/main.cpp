@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op until the first evaluation");
   app.add_flag("--memory-peak", c.memory_peak, "print what was alive at the memory peak before the first evaluation, and what made it");
   app.add_flag("--profile", c.profile, "print where the time went until the first evaluation, kernel by kernel");
+  app.add_option("--profile-trace", c.profile_trace, "write the timeline until the first evaluation (kernels, backward nodes, phases) as Chrome trace JSON for ui.perfetto.dev");
   CLI11_PARSE(app, argc, argv);
   try {
     gpt::TrainResult r = gpt::train(c, std::cout);

@@ -156,6 +156,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   const Device device = examples::training_device(c.device);
   const examples::AmpSetting precision = examples::amp_setting(c.amp, c.float8);
   examples::check_writable("--save", c.save_path);
+  examples::check_writable("--profile-trace", c.profile_trace);
   set_num_threads(c.threads);
   // One seed, four streams: the default generator draws the weights and the dropout masks, and
   // the batches, the evaluation windows and the sample have a stream each, so that none of them
@@ -230,7 +231,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     log << "resumed from " << c.resume_path << " after step " << done << "\n";
   }
   std::vector<Tensor> losses;  // read once per evaluation: a read per step would wait for the GPU
-  examples::Instruments first_interval(c.amp_trace, c.profile, c.memory_peak, device);  // --amp-trace, --profile, --memory-peak
+  examples::Instruments first_interval(c.amp_trace, c.profile, c.profile_trace, c.memory_peak, device);  // --amp-trace, --profile, --profile-trace, --memory-peak
   auto t0 = Clock::now();
   for (int64_t step = first_step; step <= last_step; ++step) {
     opt.zero_grad();

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op in the first epoch");
   app.add_flag("--memory-peak", c.memory_peak, "print what was alive at the first epoch's memory peak, and what made it (a MemoryHistory)");
   app.add_flag("--profile", c.profile, "print the first epoch's training time by kernel (on a GPU it waits for each, which slows that epoch)");
+  app.add_option("--profile-trace", c.profile_trace, "write the first epoch's timeline (kernels, backward nodes, phases) as Chrome trace JSON for ui.perfetto.dev");
   app.add_flag("--ddp", c.ddp, "data-parallel over the ranks of mpirun (mpirun -np 2 mnist --ddp): --batch-size is the global batch, "
                               "split evenly; rank 0 alone prints and writes");
   bool policy = false;
@@ -66,7 +67,7 @@ int main(int argc, char** argv) {
       if (mnist::data_parallel::rank() != 0) {
         log = &quiet;
         c.progress = false;
-        c.save_path.clear(), c.metrics_path.clear(), c.scale_history_path.clear();
+        c.save_path.clear(), c.metrics_path.clear(), c.scale_history_path.clear(), c.profile_trace.clear();
       }
     }
     mnist::TrainResult r = mnist::train(c, *log);

@@ -122,6 +122,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   const examples::AmpSetting precision = examples::amp_setting(c.amp, c.float8);
   examples::check_writable("--save", c.save_path);
   examples::check_writable("--scale-history", c.scale_history_path);
+  examples::check_writable("--profile-trace", c.profile_trace);
   set_num_threads(c.threads);
   manual_seed(c.seed);
 
@@ -169,7 +170,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   result.model = model;
   double train_seconds = 0;
   int64_t train_samples = 0;
-  examples::Instruments first_epoch(c.amp_trace, c.profile, c.memory_peak, device);  // --amp-trace, --profile, --memory-peak
+  examples::Instruments first_epoch(c.amp_trace, c.profile, c.profile_trace, c.memory_peak, device);  // --amp-trace, --profile, --profile-trace, --memory-peak
   for (int epoch = start_epoch; epoch < c.epochs; ++epoch) {
     model->train();
     reset_peak_memory_stats(device);

@@ -39,6 +39,7 @@ struct TrainConfig {
   std::string save_path = {}, resume_path = {}, metrics_path = {}, scale_history_path = {};
   bool amp_trace = false;           // print autocast's per-op summary after the first epoch
   bool profile = false;             // print where the first epoch's training time went, kernel by kernel
+  std::string profile_trace = {};   // write the first epoch's timeline here (Chrome trace-event JSON)
   bool memory_peak = false;         // print what was alive at the first epoch's peak, and what made it
   bool progress = false;            // redraw a progress bar (for terminals)
   bool ddp = false;                 // data-parallel under mpirun (data_parallel.h): batch_size is the global batch
