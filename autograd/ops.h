@@ -134,7 +134,7 @@ struct BCEWithLogitsOptions {
   Tensor pos_weight = {};
   Reduction reduction = Reduction::Mean;
 };
-// input: probabilities in [0, 1]. Refused under CUDA autocast, as in PyTorch (amp/policy.cpp).
+// input: probabilities in [0, 1]. Refused under CUDA autocast, as in PyTorch (its banned row in tensor/ops.def; amp::why_banned says why).
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCEOptions& options = {});
 // input: logits, the sigmoid fused in: exact where a 16-bit sigmoid would round to 0 or 1.
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const BCEWithLogitsOptions& options = {});

@@ -86,7 +86,7 @@ template <class Fmt> struct float8_base {
 using float8_e4m3fn = float8_base<Float8E4M3Format>;
 using float8_e5m2 = float8_base<Float8E5M2Format>;
 
-// ---- to_float8's two passes, per element (the abs_max and scale_to_float8 primitives of both
+// ---- to_float8's two passes, per element (the abs_max and scaled_cast primitives of both
 // backends) ----
 
 // |x| as an unsigned integer. Non-negative floats order as their bits do, and every NaN (its sign
