@@ -6,15 +6,6 @@
 
 namespace ampgrad::distributed {
 
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::max: return "max";
-    case ReduceOp::avg: return "avg";
-  }
-  return "?";
-}
-
 Work& Work::operator=(Work&& o) noexcept {
   if (this != &o) {
     if (finish_) finish_();

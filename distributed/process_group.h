@@ -24,7 +24,6 @@
 namespace ampgrad::distributed {
 
 enum class ReduceOp { sum, max, avg };  // avg: the sum divided by the number of ranks (floating only)
-const char* reduce_op_name(ReduceOp op);
 
 // A collective in flight. wait() completes it: the tensor holds the result afterwards (for a
 // CUDA tensor: later work on the compute stream runs after it, with no host wait). A Work that

@@ -15,7 +15,7 @@ scripts/install-deps.sh --clang
 build=build-fuzz
 [ -f $build/CMakeCache.txt ] ||
   cmake -S . -B $build -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug -DAMPGRAD_CUDA=OFF -DAMPGRAD_FUZZ=ON \
-    -DAMPGRAD_BUILD_TESTS=OFF -DAMPGRAD_BUILD_BENCH=OFF \
+    -DAMPGRAD_BUILD_TESTS=OFF -DAMPGRAD_BUILD_BENCH=OFF -DAMPGRAD_DISTRIBUTED=OFF \
     -DCMAKE_CXX_FLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" >/dev/null
 cmake --build $build -j"$(nproc 2>/dev/null || echo 2)" --target fuzzers
 
