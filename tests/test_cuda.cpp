@@ -8,7 +8,7 @@
 //
 // Adding an op: one row in op_table() — its name, input shapes and value range, the op as a
 // lambda, the longest float32 sum in its forward or backward (R) and the roundings an output
-// passes through (steps). The tolerance follows from them (see tolerance()).
+// passes through (steps). The tolerance follows from them (see cpu_cuda_tolerance()).
 #include <doctest/doctest.h>
 
 #include <array>
@@ -25,6 +25,7 @@
 #include "nn/attention.h"
 #include "optim/optim.h"
 #include "skip.h"
+#include "tolerance.h"
 #ifdef AMPGRAD_WITH_CUDA
 #include "tensor/cuda/runtime.h"
 #endif
@@ -43,14 +44,6 @@ std::vector<uint8_t> bytes(const Tensor& t) {
   return b;
 }
 
-// Machine epsilon: the gap between 1 and the next value of the dtype.
-double eps(DType t) {
-  if (t == kFloat16) return std::ldexp(1.0, -10);
-  if (t == kBFloat16) return std::ldexp(1.0, -7);
-  if (t == kFloat64) return std::ldexp(1.0, -52);
-  return std::ldexp(1.0, -23);
-}
-
 // Both backends compute in float32 ("opmath") and round each primitive's result to the dtype
 // once, so they differ only where their float32 intermediates do:
 //  - elementwise math: the host's libm and CUDA's differ by a few float32 ulps, which can flip
@@ -62,7 +55,8 @@ double eps(DType t) {
 // the upstream gradient's in backward): a sum that cancels to nearly 0 still carries the
 // rounding of its terms, and so does x − mean inside a composite like layer_norm.
 //   |cpu − cuda| <= (steps·eps(dtype) + R·eps(float32)) · max(max|cpu|, terms)
-double tolerance(DType dtype, int steps, int64_t R, double scale) {
+// (float32 sums for float64 too: test_util.h's tolerance would hold float64 to its own epsilon.)
+double cpu_cuda_tolerance(DType dtype, int steps, int64_t R, double scale) {
   return (steps * eps(dtype) + double(R) * eps(kFloat32)) * scale;
 }
 
@@ -79,7 +73,7 @@ void check_close(const std::string& what, const Tensor& on_cpu, const Tensor& on
                   what << ": cpu " << shape_str(on_cpu.shape()) << " " << dtype_name(on_cpu.dtype()) << ", cuda "
                        << shape_str(on_gpu.shape()) << " " << dtype_name(on_gpu.dtype()));
   const std::vector<double> a = to_vector<double>(on_cpu), b = to_vector<double>(on_gpu);
-  const double tol = on_cpu.is_floating_point() ? tolerance(on_cpu.dtype(), steps, R, std::max(max_abs(on_cpu), terms)) : 0.0;
+  const double tol = on_cpu.is_floating_point() ? cpu_cuda_tolerance(on_cpu.dtype(), steps, R, std::max(max_abs(on_cpu), terms)) : 0.0;
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const bool ok = (std::isnan(a[i]) && std::isnan(b[i])) || std::abs(a[i] - b[i]) <= tol;

@@ -22,6 +22,7 @@
 #include "autograd/ops.h"
 #include "devices.h"
 #include "test_util.h"
+#include "tolerance.h"
 
 using namespace ampgrad;
 using amp::Cast;
@@ -239,23 +240,6 @@ std::vector<ByHand> by_hand() {
   };
 }
 
-// Machine epsilon: the gap between 1 and the next value of the dtype.
-double eps(DType t) {
-  if (t == kFloat16) return std::ldexp(1.0, -10);
-  if (t == kBFloat16) return std::ldexp(1.0, -7);
-  if (t == kFloat64) return std::ldexp(1.0, -52);
-  return std::ldexp(1.0, -23);
-}
-// Each primitive computes in float32 (float64 for float64) and rounds its result to the dtype
-// once: at most one ulp of the dtype, eps·|y|, per rounding an output passes through (`steps`).
-// A sum of R terms in another order than the reference's adds up to R·eps of the accumulator
-// times the terms' scale. The scale is the larger of the output's and the inputs' magnitudes:
-// a result that cancels to near 0 (x − max in log_softmax) still carries its terms' rounding.
-//   |y − reference| <= (steps·eps(dtype) + R·eps(accumulator)) · scale
-double tolerance(DType dtype, int steps, int64_t R, double scale) {
-  const double accumulator = eps(dtype == kFloat64 ? kFloat64 : kFloat32);
-  return (steps * eps(dtype) + double(R) * accumulator) * scale;
-}
 double max_abs(const std::vector<double>& v) {
   double m = 0;
   for (double x : v) m = std::max(m, std::abs(x));
