@@ -319,7 +319,8 @@ TEST_CASE("the gpt command refuses nonsensical flags before any work, naming the
       {"--accum-steps 0", "--accum-steps: must be a whole number in [1, 1048576], got '0'"},
       {"--dropout nan", "--dropout: must be a finite number >= 0 and <= 0.99, got 'nan'"},
   };
-  for (const auto& [flags, message] : cases) {
+  for (const auto& c : cases) {  // no structured binding: clang 14's CAPTURE cannot name one
+    const std::string flags = c.first, message = c.second;
     CAPTURE(flags);
     const CommandResult r = run_command(std::string(TRAINER_COMMAND) + " --text /nonexistent " + flags);
     CHECK(r.status != 0);

@@ -367,7 +367,8 @@ TEST_CASE("the mnist command refuses nonsensical flags before any work, naming t
       {"--batch-size 9223372036854775807", "--batch-size: must be a whole number in [1, 1073741824], got '9223372036854775807'"},
       {"--accum-steps 0", "--accum-steps: must be a whole number in [1, 1048576], got '0'"},
   };
-  for (const auto& [flags, message] : cases) {
+  for (const auto& c : cases) {  // no structured binding: clang 14's CAPTURE cannot name one
+    const std::string flags = c.first, message = c.second;
     CAPTURE(flags);
     const CommandResult r = run_command(std::string(TRAINER_COMMAND) + " --data /nonexistent " + flags);
     CHECK(r.status != 0);
