@@ -23,12 +23,11 @@ using GzFile = std::unique_ptr<gzFile_s, decltype(&gzclose)>;
 
 // Reads on until `bytes` holds n bytes or the contents end. zlib passes a raw file through as it
 // is and decompresses a gzip one (known by its first two bytes, whatever its name). The buffer
-// grows a chunk at a time: n is what a header claims, not what the file holds.
+// grows as the data arrives, doubling from 64 KiB: n is what a header claims, not what the file holds.
 static void read_to(gzFile gz, const std::string& path, std::vector<uint8_t>& bytes, uint64_t n) {
-  constexpr uint64_t kChunk = 1 << 20;
   while (bytes.size() < n) {
     const size_t old = bytes.size();
-    bytes.resize(old + std::min(kChunk, n - old));
+    bytes.resize(old + std::min<uint64_t>(std::max<size_t>(old, 1 << 16), n - old));
     const int read = gzread(gz, bytes.data() + old, unsigned(bytes.size() - old));
     bytes.resize(old + std::max(read, 0));
     if (read > 0) continue;
