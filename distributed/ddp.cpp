@@ -26,25 +26,28 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (auto& [name, p] : named_parameters()) pg_.broadcast(p, 0);
   for (auto& [name, b] : named_buffers()) pg_.broadcast(b, 0);
 
-  // Buckets in reverse registration order, each of one dtype and device, up to the cap.
+  // Buckets in reverse registration order, each of one dtype and device, up to the cap; each
+  // bucket's buffer is allocated once its parameters are known.
   nn::NamedTensors params = named_parameters();
-  int64_t bucket_bytes = 0;
+  int64_t bucket_bytes = 0, bucket_numel = 0;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     const auto& [name, p] = *it;
     if (!p.requires_grad()) continue;
     const int64_t bytes = p.numel() * int64_t(p.element_size());
-    const bool fits = !buckets_.empty() && bucket_bytes + bytes <= options_.bucket_cap_bytes &&
-                      buckets_.back().flat.dtype() == p.dtype() && buckets_.back().flat.device() == p.device();
-    if (!fits) {
-      buckets_.push_back({empty({0}, TensorOptions(p.dtype()).device(p.device())), {}, 0, {}});
-      bucket_bytes = 0;
+    const Tensor* first = buckets_.empty() ? nullptr : &slots_[buckets_.back().slots.front()].param;
+    if (!first || bucket_bytes + bytes > options_.bucket_cap_bytes || first->dtype() != p.dtype() || first->device() != p.device()) {
+      buckets_.emplace_back();
+      bucket_bytes = bucket_numel = 0;
     }
-    Bucket& b = buckets_.back();
     slot_of_[p.impl_ptr().get()] = int(slots_.size());
-    slots_.push_back({name, p, b.flat.numel(), int(buckets_.size()) - 1});
-    b.slots.push_back(int(slots_.size()) - 1);
-    b.flat = empty({b.flat.numel() + p.numel()}, TensorOptions(p.dtype()).device(p.device()));
+    slots_.push_back({name, p, bucket_numel, int(buckets_.size()) - 1});
+    buckets_.back().slots.push_back(int(slots_.size()) - 1);
     bucket_bytes += bytes;
+    bucket_numel += p.numel();
+  }
+  for (Bucket& b : buckets_) {
+    const Slot& last = slots_[b.slots.back()];
+    b.flat = empty({last.offset + last.param.numel()}, TensorOptions(last.param.dtype()).device(last.param.device()));
   }
   reset_pass();
   add_observer(this);

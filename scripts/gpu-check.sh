@@ -5,7 +5,8 @@
 # tests the first failing suite again under compute-sanitizer with the caching allocator off
 # (memcheck.log); the speed of one training step of a 4 x 4096 MLP at batch 2048 in each
 # precision, beside PyTorch's when torch is installed; MNIST on CUDA in float32, float16 +
-# GradScaler and bfloat16; the memory example on CUDA (memory.txt); the character GPT on CUDA
+# GradScaler and bfloat16; the memory example on CUDA (memory.txt); NCCL with one rank, its
+# collectives and mnist --ddp (nccl.log, where MPI is installed); the character GPT on CUDA
 # under fp16 + GradScaler (gpt.txt).
 # Prints each stage's wall time; a failing stage is reported and the later ones still run. The
 # whole run has a budget (GPU_CHECK_BUDGET_S, 450 s: the device tool stops a command at 600 s)
@@ -124,6 +125,20 @@ gpt() {  # the character GPT under fp16 + GradScaler, on this README: a text eve
              exit !ok }' "$log/gpt.txt"
 }
 
+nccl() {  # the NCCL path with one rank: one GPU here, and multi-rank NCCL needs a GPU per rank
+  if [ ! -x "$build/distributed/test_collectives" ]; then
+    echo "distributed/ was not built (CMake found no MPI on this machine), so the NCCL path cannot run"
+    return 77
+  fi
+  local mpirun=(mpirun -np 1) rc
+  [ "$(id -u)" -ne 0 ] || mpirun+=(--allow-run-as-root)
+  { timeout -k 10 "$(limit 60)" "${mpirun[@]}" "$build/distributed/test_collectives" --test-case='*NCCL*' &&
+    timeout -k 10 "$(limit 60)" "${mpirun[@]}" "$build/examples/mnist" --ddp --device cuda --amp fp16 --epochs 1; } 2>&1 | tee "$log/nccl.log"
+  rc=${PIPESTATUS[0]}
+  ! grep -q "SKIPPED" "$log/nccl.log" || { echo "the NCCL case skipped itself on a GPU machine"; return 1; }
+  return "$rc"
+}
+
 bench_ampgrad() {
   if [ ! -x "$build/bench/gpu_step" ]; then
     echo "bench/gpu_step was not built"
@@ -158,7 +173,7 @@ step_table() {
 }
 
 mkdir -p "$log"
-for f in stages.txt ctest.log memcheck.log ampgrad.txt torch.txt mnist.log memory.txt gpt.txt; do : >"$log/$f"; done
+for f in stages.txt ctest.log memcheck.log ampgrad.txt torch.txt mnist.log memory.txt nccl.log gpt.txt; do : >"$log/$f"; done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 { g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1; } || true
 deps=() generator=()
@@ -182,6 +197,7 @@ if ((built)); then
   timed "mnist cuda fp16 + scaler" mnist fp16
   timed "mnist cuda bf16" mnist bf16
   timed "memory example cuda" memory
+  timed "nccl 1 rank + mnist --ddp" nccl
   timed "gpt cuda fp16 + scaler" gpt
   timed "mnist cuda bf16 + float8" mnist bf16 --float8  # last: the budget goes to the figures above first
 fi

@@ -64,6 +64,16 @@ check build/examples/gpt "${gpt_tiny[@]}" --profile-trace "$work/gpt-trace.json"
 check build/examples/gpt "${gpt_tiny[@]}" --stop-after 3 --save "$work/gpt.safetensors"
 check build/examples/gpt "${gpt_tiny[@]}" --resume "$work/gpt.safetensors"
 
+# Data-parallel, as the README runs it: 2 ranks under mpirun, where distributed/ was built (MPI found).
+if [ -d build/distributed ]; then
+  mpirun=(mpirun -np 2 --oversubscribe -x OMP_NUM_THREADS=1)
+  [ "$(id -u)" -ne 0 ] || mpirun+=(--allow-run-as-root)
+  check "${mpirun[@]}" build/examples/mnist --ddp --batch-size 128 "${tiny[@]}"
+  check "${mpirun[@]}" build/examples/gpt --ddp "${gpt_tiny[@]}"
+else
+  echo "skip      the mpirun commands: this build has no distributed/ (no MPI found)"
+fi
+
 if ((${#failed[@]})); then
   echo "smoke: ${#failed[@]} command(s) failed"
   exit 1

@@ -11,18 +11,9 @@
 #include "data/checkpoint.h"
 #include "devices.h"
 #include "gpt/trainer.h"
-#include "test_util.h"
+#include "trainer_fixtures.h"
 
 using namespace ampgrad;
-
-// 37 distinct characters, each always followed by the same one; 60 periods, 2,220 bytes.
-static const std::string kPeriod = "abcdefghijklmnopqrstuvwxyz0123456789\n";
-
-static std::string write_periodic_text(const TempDir& dir) {
-  std::ofstream f(dir / "text.txt", std::ios::binary);
-  for (int i = 0; i < 60; ++i) f << kPeriod;
-  return dir / "text.txt";
-}
 
 static gpt::TrainConfig tiny(const std::string& path) {
   gpt::TrainConfig c;
@@ -319,13 +310,7 @@ TEST_CASE("the gpt command refuses nonsensical flags before any work, naming the
       {"--accum-steps 0", "--accum-steps: must be a whole number in [1, 1048576], got '0'"},
       {"--dropout nan", "--dropout: must be a finite number >= 0 and <= 0.99, got 'nan'"},
   };
-  for (const auto& c : cases) {  // no structured binding: clang 14's CAPTURE cannot name one
-    const std::string flags = c.first, message = c.second;
-    CAPTURE(flags);
-    const CommandResult r = run_command(std::string(TRAINER_COMMAND) + " --text /nonexistent " + flags);
-    CHECK(r.status != 0);
-    CHECK_MESSAGE(r.output.find(message) != std::string::npos, r.output);
-  }
+  check_flags_refused(TRAINER_COMMAND " --text /nonexistent", cases);
 }
 
 TEST_CASE("GPT: an unwritable --save fails before training, and a directory or a device as text or checkpoint is named") {

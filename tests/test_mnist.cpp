@@ -12,38 +12,9 @@
 #include "data/idx.h"
 #include "mnist/trainer.h"
 #include "skip.h"
-#include "test_util.h"
+#include "trainer_fixtures.h"
 
 using namespace ampgrad;
-
-// 600 train / 200 test 28x28 images: random pixels, label = which of 10 horizontal bands is
-// brightest. Learnable in an epoch, and deterministic.
-static void write_synthetic_mnist(const TempDir& dir) {
-  Generator g(123);
-  for (auto [split, n] : {std::pair<std::string, int64_t>{"train", 600}, {"t10k", 200}}) {
-    data::IdxImages img{n, 28, 28, std::vector<uint8_t>(n * 784)};
-    std::vector<uint8_t> labels(n);
-    for (int64_t i = 0; i < n; ++i) {
-      labels[i] = uint8_t(g.next() % 10);
-      for (int p = 0; p < 784; ++p) {
-        int band = (p / 28) * 10 / 28;
-        img.pixels[i * 784 + p] = uint8_t(g.next() % 128 + (band == labels[i] ? 127 : 0));
-      }
-    }
-    data::write_idx_images(dir / (split + "-images-idx3-ubyte"), img);
-    data::write_idx_labels(dir / (split + "-labels-idx1-ubyte"), labels);
-  }
-}
-
-static std::vector<uint8_t> weights_bytes(const nn::Module& m) {
-  std::vector<uint8_t> out;
-  for (auto& [k, t] : m.state_dict()) {
-    Tensor c = t.contiguous();
-    const uint8_t* p = (const uint8_t*)c.raw_data();
-    out.insert(out.end(), p, p + c.numel() * c.element_size());
-  }
-  return out;
-}
 
 TEST_CASE("one epoch on a small set lowers the loss and beats chance") {
   TempDir dir;
@@ -367,13 +338,7 @@ TEST_CASE("the mnist command refuses nonsensical flags before any work, naming t
       {"--batch-size 9223372036854775807", "--batch-size: must be a whole number in [1, 1073741824], got '9223372036854775807'"},
       {"--accum-steps 0", "--accum-steps: must be a whole number in [1, 1048576], got '0'"},
   };
-  for (const auto& c : cases) {  // no structured binding: clang 14's CAPTURE cannot name one
-    const std::string flags = c.first, message = c.second;
-    CAPTURE(flags);
-    const CommandResult r = run_command(std::string(TRAINER_COMMAND) + " --data /nonexistent " + flags);
-    CHECK(r.status != 0);
-    CHECK_MESSAGE(r.output.find(message) != std::string::npos, r.output);
-  }
+  check_flags_refused(TRAINER_COMMAND " --data /nonexistent", cases);
 }
 
 TEST_CASE("paths that cannot work are named before training: --save unwritable, a directory or a device as data or checkpoint") {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "data_parallel.h"
 #include "flags.h"
 #include "gpt/trainer.h"
 
@@ -45,9 +46,21 @@ int main(int argc, char** argv) {
   app.add_flag("--memory-peak", c.memory_peak, "print what was alive at the memory peak before the first evaluation, and what made it");
   app.add_flag("--profile", c.profile, "print where the time went until the first evaluation, kernel by kernel");
   app.add_option("--profile-trace", c.profile_trace, "write the timeline until the first evaluation (kernels, backward nodes, phases) as Chrome trace JSON for ui.perfetto.dev");
+  app.add_flag("--ddp", c.ddp, "data-parallel over the ranks of mpirun (mpirun -np 2 gpt --ddp): --batch-size is the global batch, "
+                              "split evenly; rank 0 alone prints and writes");
   CLI11_PARSE(app, argc, argv);
+  std::ostream* log = &std::cout;
+  std::ostream quiet(nullptr);  // what the ranks other than 0 print to: nothing
   try {
-    gpt::TrainResult r = gpt::train(c, std::cout);
+    if (c.ddp) {
+      ampgrad::examples::data_parallel::init(argc, argv);
+      if (ampgrad::examples::data_parallel::rank() != 0) {
+        log = &quiet;
+        c.sample_chars = 0;
+        c.save_path.clear(), c.metrics_path.clear(), c.profile_trace.clear();
+      }
+    }
+    gpt::TrainResult r = gpt::train(c, *log);
     if (!r.sample.empty()) std::cout << "--- sample (" << c.sample_chars << " characters, temperature " << c.temperature << ") ---\n" << r.sample << "\n";
   } catch (const std::exception& e) {
     std::cerr << "gpt: " << e.what() << "\n";

@@ -12,6 +12,7 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "data/input_file.h"
+#include "data_parallel.h"
 #include "optim/optim.h"
 #include "tensor/threads.h"
 #include "trainer_support.h"
@@ -174,6 +175,11 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   mc.vocab_size = int64_t(text.vocab.size());
   auto model = std::make_shared<GPT>(mc);
   model->to(device);
+  // --ddp: this rank's replica (rank 0's weights, gradients averaged in backward); every rank
+  // draws the same global batch and trains on its rows, so rank 0's checkpoint resumes them all
+  const std::shared_ptr<nn::Module> replica = c.ddp ? examples::data_parallel::wrap(model) : model;
+  const int64_t ranks = c.ddp ? examples::data_parallel::ranks() : 1;
+  AMPGRAD_CHECK(c.batch_size % ranks == 0, "--batch-size " << c.batch_size << " must be a multiple of the " << ranks << " ranks");
   AMPGRAD_CHECK(c.checkpoint_segments >= 0 && c.checkpoint_segments <= mc.n_layer,
                 "--checkpoint must be in [0, " << mc.n_layer << "] (the number of layers), got " << c.checkpoint_segments);
   optim::AdamW opt(adamw_groups(*model, c));
@@ -185,7 +191,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       << mc.vocab_size << ")  layers=" << mc.n_layer << " heads=" << mc.n_head << " embd=" << mc.n_embd << " block=" << T
       << " params=" << params << "  batch=" << c.batch_size << (c.accum_steps > 1 ? " x " + std::to_string(c.accum_steps) : "")
       << " lr=" << c.lr << " warmup=" << c.warmup_steps << " wd=" << c.weight_decay << " amp=" << c.amp << (c.float8 ? " float8=on" : "") << " device=" << device.str()
-      << " threads=" << get_num_threads() << "\n";
+      << " threads=" << get_num_threads() << (c.ddp ? " ranks=" + std::to_string(ranks) : "") << "\n";
 
   std::ofstream metrics;
   if (!c.metrics_path.empty()) {
@@ -238,12 +244,14 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     Tensor loss = zeros({}, TensorOptions().device(device));  // the step's: the micro-batches' mean
     for (int64_t micro = 0; micro < c.accum_steps; ++micro) {
       auto [x, y] = get_batch(text.train, c.batch_size, T, batches, device);
+      if (c.ddp) x = examples::data_parallel::local_rows(x), y = examples::data_parallel::local_rows(y);
       // 1. forward under autocast: the GEMMs in 16 bits, the loss (and on CUDA the softmax and
       //    layer norms) in float32, as the policy table says
       Tensor micro_loss;
       {
         examples::Autocast ac(device.type, precision);
-        micro_loss = lm_loss(model->forward(x, c.checkpoint_segments), y) / double(c.accum_steps);
+        const Tensor logits = c.checkpoint_segments ? model->forward(x, c.checkpoint_segments) : replica->forward(x);
+        micro_loss = lm_loss(logits, y) / double(c.accum_steps);
       }
       // 2. scaled backward: the micro-batches' gradients add up in .grad, to their mean's
       scaler.scale(micro_loss).backward();

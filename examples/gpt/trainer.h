@@ -51,6 +51,7 @@ struct TrainConfig {
   bool profile = false;             // print where that interval's time went, kernel by kernel
   std::string profile_trace;        // write that interval's timeline here (Chrome trace-event JSON)
   bool memory_peak = false;         // print what was alive at that interval's peak, and what made it
+  bool ddp = false;                 // data-parallel under mpirun (data_parallel.h): batch_size is the global batch
 };
 
 struct EvalPoint {

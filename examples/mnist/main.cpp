@@ -8,7 +8,7 @@
 
 #include "amp/policy.h"
 #include "flags.h"
-#include "mnist/data_parallel.h"
+#include "data_parallel.h"
 #include "mnist/trainer.h"
 
 int main(int argc, char** argv) {
@@ -63,8 +63,8 @@ int main(int argc, char** argv) {
   std::ostream quiet(nullptr);  // what the ranks other than 0 print to: nothing
   try {
     if (c.ddp) {
-      mnist::data_parallel::init(argc, argv);
-      if (mnist::data_parallel::rank() != 0) {
+      ampgrad::examples::data_parallel::init(argc, argv);
+      if (ampgrad::examples::data_parallel::rank() != 0) {
         log = &quiet;
         c.progress = false;
         c.save_path.clear(), c.metrics_path.clear(), c.scale_history_path.clear(), c.profile_trace.clear();

@@ -15,7 +15,7 @@
 #include "autograd/ops.h"
 #include "data/idx.h"
 #include "data/loader.h"
-#include "mnist/data_parallel.h"
+#include "data_parallel.h"
 #include "mnist/models.h"
 #include "nn/checkpoint.h"
 #include "optim/optim.h"
@@ -135,8 +135,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   std::shared_ptr<nn::Sequential> model = make_model(c.model);
   model->to(device);
   // --ddp: this rank's replica (rank 0's weights, gradients averaged in backward) and its share of the batch
-  const std::shared_ptr<nn::Module> replica = c.ddp ? data_parallel::wrap(model) : model;
-  const int64_t ranks = c.ddp ? data_parallel::ranks() : 1;
+  const std::shared_ptr<nn::Module> replica = c.ddp ? examples::data_parallel::wrap(model) : model;
+  const int64_t ranks = c.ddp ? examples::data_parallel::ranks() : 1;
   AMPGRAD_CHECK(c.batch_size % ranks == 0, "--batch-size " << c.batch_size << " must be a multiple of the " << ranks << " ranks");
   AMPGRAD_CHECK(c.checkpoint_segments >= 0 && c.checkpoint_segments <= int64_t(model->size()),
                 "--checkpoint must be in [0, " << model->size() << "] for the " << c.model << "'s " << model->size() << " modules, got "
@@ -164,7 +164,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   }
   log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
       << " test) optimizer=" << c.optimizer << " lr=" << opt->lr() << " batch=" << c.batch_size << " amp=" << c.amp
-      << (c.float8 ? " float8=on" : "") << " scaler=" << (use_scaler ? "on" : "off") << " device=" << device.str() << " threads=" << get_num_threads() << "\n";
+      << (c.float8 ? " float8=on" : "") << " scaler=" << (use_scaler ? "on" : "off") << " device=" << device.str() << " threads=" << get_num_threads() << (c.ddp ? " ranks=" + std::to_string(ranks) : "") << "\n";
 
   TrainResult result;
   result.model = model;
@@ -180,7 +180,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     Tensor loss_sum = zeros({}, TensorOptions().device(device)), skipped_sum = zeros({}, TensorOptions().device(device));
     int64_t batches = 0, seen = 0;
     std::optional<data::DataLoader> shard;  // --ddp: this rank's samples of the epoch
-    if (c.ddp) shard.emplace(data_parallel::shard(train_set, c.seed, epoch), data::DataLoaderOptions{.batch_size = c.batch_size / ranks});
+    if (c.ddp) shard.emplace(examples::data_parallel::shard(train_set, c.seed, epoch), data::DataLoaderOptions{.batch_size = c.batch_size / ranks});
     data::DataLoader& loader = shard ? *shard : train_loader;
     const int64_t n_batches = loader.size();
     opt->zero_grad();
@@ -235,7 +235,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
       if (attacked.defined()) fgsm_correct += sum(eq(argmax(model->forward(attacked), 1), y)).item<int64_t>();
     }
-    EpochResult r{epoch + 1, (c.ddp ? data_parallel::mean(loss_sum.item<double>()) : loss_sum.item<double>()) / batches, test_loss / test_set.size(),
+    EpochResult r{epoch + 1, (c.ddp ? examples::data_parallel::mean(loss_sum.item<double>()) : loss_sum.item<double>()) / batches, test_loss / test_set.size(),
                   double(correct) / test_set.size(), seconds, scaler.get_scale(), skipped_sum.item<int64_t>(), step_peak,
                   double(fgsm_correct) / test_set.size()};
     result.epochs.push_back(r);

@@ -1,6 +1,6 @@
-// data_parallel.cpp — `mnist --ddp` on distributed/: one ProcessGroup for the process, DDP, and
-// DistributedSampler's shard gathered into a Dataset of this rank's samples.
-#include "mnist/data_parallel.h"
+// data_parallel.cpp — `--ddp` on distributed/: one ProcessGroup for the process, DDP, and this
+// rank's samples: DistributedSampler's shard of a data set, or its rows of a global batch.
+#include "data_parallel.h"
 
 #include <cstdlib>
 
@@ -8,8 +8,7 @@
 #include "distributed/ddp.h"
 #include "distributed/sampler.h"
 
-namespace mnist::data_parallel {
-using namespace ampgrad;
+namespace ampgrad::examples::data_parallel {
 
 static distributed::ProcessGroup& group() {
   static distributed::ProcessGroup pg;  // made after init(); MPI_Finalize runs at exit, after it
@@ -36,10 +35,15 @@ data::Dataset shard(const data::Dataset& all, uint64_t seed, int64_t epoch) {
   return {all.images.index_select(0, index), all.labels.index_select(0, index)};
 }
 
+Tensor local_rows(const Tensor& global) {
+  const int64_t n = global.size(0) / ranks();
+  return global.narrow(0, rank() * n, n);
+}
+
 double mean(double value) {
   Tensor t = full({1}, value, TensorOptions(kFloat64));
   group().all_reduce(t, distributed::ReduceOp::avg);
   return t.item<double>();
 }
 
-}  // namespace mnist::data_parallel
+}  // namespace ampgrad::examples::data_parallel

@@ -1,0 +1,24 @@
+// data_parallel.h — what `--ddp` changes in the trainers' loops, run under mpirun: the model
+// wrapped in DistributedDataParallel, each rank's share of the data (MNIST: DistributedSampler's
+// shard of every epoch; GPT: its rows of a global batch every rank draws alike), and a number
+// averaged over ranks for the log. Per-rank batch = global batch / ranks. Only rank 0 prints and
+// writes (the mains). A build without MPI refuses --ddp, naming why.
+//
+//   mpirun -np 2 build/examples/mnist --ddp --batch-size 128   # 64 samples per rank per step
+#pragma once
+#include <memory>
+
+#include "data/loader.h"
+#include "nn/module.h"
+
+namespace ampgrad::examples::data_parallel {
+
+void init(int& argc, char**& argv);  // MPI for the rest of the process
+int rank();
+int ranks();
+std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model);
+data::Dataset shard(const data::Dataset& all, uint64_t seed, int64_t epoch);
+Tensor local_rows(const Tensor& global);  // rows [r·B/N, (r+1)·B/N) of a (B, ...) batch, B a multiple of N
+double mean(double value);                // over ranks
+
+}  // namespace ampgrad::examples::data_parallel

@@ -1,0 +1,19 @@
+// data_parallel_off.cpp — `--ddp` in a build without MPI: refused, saying what is missing.
+#include "data_parallel.h"
+
+#include "tensor/error.h"
+
+namespace ampgrad::examples::data_parallel {
+
+void init(int&, char**&) {
+  AMPGRAD_CHECK(false, "--ddp: this build has no distributed/ (MPI was not found at configure time; "
+                       "scripts/install-deps.sh installs libopenmpi-dev and openmpi-bin)");
+}
+int rank() { return 0; }
+int ranks() { return 1; }
+std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model) { return model; }
+data::Dataset shard(const data::Dataset& all, uint64_t, int64_t) { return all; }
+Tensor local_rows(const Tensor& global) { return global; }
+double mean(double value) { return value; }
+
+}  // namespace ampgrad::examples::data_parallel
