@@ -1,4 +1,4 @@
-// flags.h — the checks the trainers' command lines (mnist, gpt) put on their numeric flags, so
+// flags.h — the checks the examples' command lines put on their numeric flags, so
 // that a nonsensical value fails before any work, CLI11 naming the flag:
 //   "--epochs: must be a whole number in [1, 1000000], got '0'"
 // Each check reads the flag's text itself: CLI11's conversion would wrap "-1" for an unsigned

@@ -13,6 +13,7 @@
 #include "data/loader.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "flags.h"
 #include "report_errors.h"
 
 using namespace ampgrad;
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
   int warmup = 50;
   CLI::App app{"One float16 AMP training step of the MNIST MLP, stage by stage."};
   app.add_option("--data", dir, "MNIST IDX directory")->capture_default_str();
-  app.add_option("--steps", warmup, "ordinary AMP steps to take before the narrated one")->capture_default_str();
+  app.add_option("--steps", warmup, "ordinary AMP steps to take before the narrated one")->check(examples::whole_number(0, 1'000'000))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return report_errors("amp_step", [&] {
     manual_seed(0);

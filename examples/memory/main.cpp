@@ -20,6 +20,7 @@
 #include "nn/nn.h"
 #include "tensor/memory_history.h"
 #include "tensor/memory_stats.h"
+#include "flags.h"
 #include "report_errors.h"
 
 using namespace ampgrad;
@@ -83,11 +84,11 @@ int main(int argc, char** argv) {
   bool at_peak = false;
   std::string device = "cpu", timeline;
   CLI::App app{"A deep MLP's training step: the memory it holds, in float32, under autocast and checkpointed."};
-  app.add_option("--width", width, "features of every hidden layer")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--blocks", blocks, "Linear + ReLU blocks before the 10-way head")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch", batch)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--segments", segments, "checkpoint_sequential's segment count")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--steps", steps, "timed steps per configuration (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--width", width, "features of every hidden layer")->check(examples::whole_number(1, 1 << 16))->capture_default_str();
+  app.add_option("--blocks", blocks, "Linear + ReLU blocks before the 10-way head")->check(examples::whole_number(1, 1 << 10))->capture_default_str();
+  app.add_option("--batch", batch)->check(examples::whole_number(1, 1 << 20))->capture_default_str();
+  app.add_option("--segments", segments, "checkpoint_sequential's segment count")->check(examples::whole_number(1, 1 << 11))->capture_default_str();
+  app.add_option("--steps", steps, "timed steps per configuration (median reported)")->check(examples::whole_number(1, 1000))->capture_default_str();
   app.add_flag("--at-peak", at_peak, "after the table, what was alive at each step's peak and what made it (a MemoryHistory)");
   app.add_option("--timeline", timeline, "write each configuration's memory over its last step: gnuplot data, a block per configuration");
   app.add_option("--device", device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();

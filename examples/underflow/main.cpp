@@ -25,6 +25,7 @@
 #include "autograd/float8.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "flags.h"
 #include "report_errors.h"
 
 using namespace ampgrad;
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   int steps = 300, log_every = 10;
   std::string csv = "runs/underflow.csv";
   CLI::App app{"Train one model six ways to show float16 gradient underflow and how loss scaling prevents it."};
-  app.add_option("--steps", steps)->capture_default_str();
+  app.add_option("--steps", steps)->check(examples::whole_number(1, 1'000'000))->capture_default_str();
   app.add_option("--csv", csv, "write the loss curves here (step, one column per run; \"\" for none)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return report_errors("underflow", [&] {
