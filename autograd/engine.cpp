@@ -65,7 +65,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
   AMPGRAD_CHECK(roots.size() == root_grads.size(), "backward: " << roots.size() << " roots and " << root_grads.size() << " gradients");
   GradModeGuard grad_mode(create_graph);  // plain values, or values with a graph to differentiate again
   amp::suspend no_autocast;               // each gradient runs in the dtype its forward ran in
-  BackwardPass announced;                 // to listeners: the kernels inside it are backward
+  Span pass("backward", SpanKind::backward);  // to listeners: the kernels inside it are backward
   Node root;                              // the pass's start, as PyTorch's GraphRoot: its gradients are root_grads
   for (const Tensor& r : roots) {
     root.edges.push_back(edge_to(r));

@@ -15,7 +15,9 @@
 namespace ampgrad {
 
 class Tensor;
-enum class SpanKind { phase, node };
+// A named stretch of work: a phase the library knows (the optimizer's step, the GradScaler's own
+// work), a whole backward pass (passes nest: a checkpoint's rerun), or one backward node's run.
+enum class SpanKind { phase, backward, node };
 
 // Every hook may be called from any thread that runs ops or allocates: a listener that keeps
 // state per thread filters itself. Hooks must not throw, except on_grad_accumulated (its error
@@ -27,13 +29,10 @@ struct Observer {
   virtual void on_alloc(Device device, const void* block, int64_t bytes) {}  // bytes as memory_stats counts them
   virtual void on_free(Device device, const void* block, int64_t bytes) {}
   virtual void on_op_output(const Tensor& out, const char* op) {}  // record(): op returned out
-  virtual void on_backward_begin() {}  // a backward pass on this thread (passes nest: a checkpoint's rerun)
-  virtual void on_backward_end() {}
   // After the last gradient one backward pass sends a leaf is added into its .grad: PyTorch's
   // post-accumulate-grad hook, where data-parallel training starts reducing that gradient.
   virtual void on_grad_accumulated(const Tensor& leaf) {}
-  // A named stretch of work, for listeners that draw timelines (a TraceWriter): a phase the
-  // library knows (the optimizer's step, the GradScaler's own work) or one backward node's run.
+  // A Span on this thread: timelines draw them (a TraceWriter), a Profile counts backward passes.
   virtual void on_span_begin(const char* name, SpanKind kind) {}
   virtual void on_span_end(const char* name, SpanKind kind) {}
 
@@ -97,22 +96,6 @@ class KernelCall {
   MadeBy made_by_;
   const char* kernel_;
   Device device_;
-  bool announced_;
-};
-
-// The engine's scope around one backward pass.
-class BackwardPass {
- public:
-  BackwardPass() : announced_(observed()) {
-    if (announced_) announce([](Observer& o) { o.on_backward_begin(); });
-  }
-  ~BackwardPass() {
-    if (announced_) announce([](Observer& o) { o.on_backward_end(); });
-  }
-  BackwardPass(const BackwardPass&) = delete;
-  BackwardPass& operator=(const BackwardPass&) = delete;
-
- private:
   bool announced_;
 };
 

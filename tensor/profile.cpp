@@ -76,11 +76,11 @@ void Profile::on_kernel_end(const char* kernel, Device device) {
   total += ms;
 }
 
-void Profile::on_backward_begin() {
-  if (listening()) ++backward_;
+void Profile::on_span_begin(const char*, SpanKind kind) {
+  if (kind == SpanKind::backward && listening()) ++backward_;
 }
-void Profile::on_backward_end() {
-  if (listening() && backward_ > 0) --backward_;
+void Profile::on_span_end(const char*, SpanKind kind) {
+  if (kind == SpanKind::backward && listening() && backward_ > 0) --backward_;
 }
 
 // With sync_cuda, a CUDA call's device (the current one: the dispatcher's guard) finishes first.

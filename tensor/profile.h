@@ -51,8 +51,8 @@ class Profile final : public Observer {
   // a call that throws is not recorded.
   void on_kernel_begin(const char* kernel, Device device) override;
   void on_kernel_end(const char* kernel, Device device) override;
-  void on_backward_begin() override;
-  void on_backward_end() override;
+  void on_span_begin(const char* name, SpanKind kind) override;  // counts backward passes
+  void on_span_end(const char* name, SpanKind kind) override;
   bool listening() const;  // this thread's innermost Profile is this one
   void wait_for_device(Device device) const;
 

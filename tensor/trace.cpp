@@ -89,11 +89,11 @@ void TraceWriter::on_op_output(const Tensor& out, const char* op) {
 }
 
 void TraceWriter::on_span_begin(const char* name, SpanKind kind) {
-  if (kind == SpanKind::phase) begin_phase(name);
+  if (kind != SpanKind::node) begin_phase(name);  // "backward" is a phase of the timeline
   else if (listening()) open(name, "node");
 }
 void TraceWriter::on_span_end(const char* name, SpanKind kind) {
-  if (kind == SpanKind::phase) end_phase();
+  if (kind != SpanKind::node) end_phase();
   else if (listening()) close();
 }
 

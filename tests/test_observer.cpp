@@ -70,7 +70,7 @@ TEST_CASE("a listener hears kernels, allocations and backward passes while regis
     void on_kernel_end(const char*, Device) override { ++ended; }
     void on_alloc(Device, const void*, int64_t) override { ++allocs; }
     void on_free(Device, const void*, int64_t) override { ++frees; }
-    void on_backward_begin() override { ++passes; }
+    void on_span_begin(const char*, SpanKind kind) override { passes += kind == SpanKind::backward; }
   } counts;
   Tensor x = from_vector<double>({1, 2, 3}).requires_grad_();
   add_observer(&counts);
