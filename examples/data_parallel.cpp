@@ -15,10 +15,10 @@ static distributed::ProcessGroup& group() {
   return pg;
 }
 
-void init(int& argc, char**& argv) {
+bool start(int& argc, char**& argv) {
   distributed::init(&argc, &argv);
   std::atexit([] { distributed::finalize(); });
-  group();
+  return group().rank() == 0;
 }
 
 int rank() { return group().rank(); }

@@ -13,7 +13,8 @@
 
 namespace ampgrad::examples::data_parallel {
 
-void init(int& argc, char**& argv);  // MPI for the rest of the process
+// MPI for the rest of the process; true on rank 0, which alone prints and writes.
+bool start(int& argc, char**& argv);
 int rank();
 int ranks();
 std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model);

@@ -5,9 +5,10 @@
 
 namespace ampgrad::examples::data_parallel {
 
-void init(int&, char**&) {
+bool start(int&, char**&) {
   AMPGRAD_CHECK(false, "--ddp: this build has no distributed/ (MPI was not found at configure time; "
                        "scripts/install-deps.sh installs libopenmpi-dev and openmpi-bin)");
+  return false;
 }
 int rank() { return 0; }
 int ranks() { return 1; }

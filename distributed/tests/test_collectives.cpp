@@ -10,14 +10,10 @@
 #include "distributed/process_group.h"
 #include "distributed/sampler.h"
 #include "tensor/device.h"
+#include "mpi_test_util.h"
 
 using namespace ampgrad;
 using namespace ampgrad::distributed;
-
-static ProcessGroup& group() {
-  static ProcessGroup pg;
-  return pg;
-}
 
 // Rank r's values: (i + 1)(r + 1)/2 for floating dtypes, (i + 1)(r + 1) for int64.
 static Tensor rank_values(DType dtype, int r, Device device = Device::cpu()) {

@@ -16,15 +16,11 @@
 #include "nn/nn.h"
 #include "optim/sgd.h"
 #include "tensor/random.h"
+#include "mpi_test_util.h"
 
 using namespace ampgrad;
 using namespace ampgrad::distributed;
 namespace F = ampgrad::nn::functional;
-
-static ProcessGroup& group() {
-  static ProcessGroup pg;
-  return pg;
-}
 
 // The same MLP on every rank for the same seed (DDP's broadcast would make it so anyway).
 static std::shared_ptr<nn::Sequential> mlp(uint64_t seed) {
@@ -47,16 +43,6 @@ static Batch global_batch(int s, int64_t rows) {
   std::vector<int64_t> labels;
   for (int64_t i = 0; i < rows; ++i) labels.push_back(int64_t(gen.next() % 4));
   return {x, from_vector(labels, {rows}, TensorOptions(kInt64))};
-}
-
-static double max_abs_difference(const nn::Module& a, const nn::Module& b) {
-  std::vector<Tensor> pa = a.parameters(), pb = b.parameters();
-  double worst = 0;
-  for (size_t i = 0; i < pa.size(); ++i) {
-    std::vector<double> va = to_vector<double>(pa[i]), vb = to_vector<double>(pb[i]);
-    for (size_t j = 0; j < va.size(); ++j) worst = std::max(worst, std::abs(va[j] - vb[j]));
-  }
-  return worst;
 }
 
 TEST_CASE("DDP on 2 ranks trains as one process on the whole batch") {

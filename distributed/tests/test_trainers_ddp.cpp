@@ -3,22 +3,16 @@
 // resumed on both ranks to the weights of a run that never stopped, bit for bit.
 #include <doctest/doctest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <sstream>
 
 #include "distributed/rank_consistency.h"
 #include "gpt/trainer.h"
 #include "mnist/trainer.h"
 #include "trainer_fixtures.h"
+#include "mpi_test_util.h"
 
 using namespace ampgrad;
 using namespace ampgrad::distributed;
-
-static ProcessGroup& group() {
-  static ProcessGroup pg;
-  return pg;
-}
 
 // Rank 0's string on every rank: the path of the checkpoint rank 0 writes.
 static std::string from_rank0(std::string s) {
@@ -27,16 +21,6 @@ static std::string from_rank0(std::string s) {
   s.resize(size_t(n));
   MPI_Bcast(s.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
   return s;
-}
-
-static double max_abs_difference(const nn::Module& a, const nn::Module& b) {
-  std::vector<Tensor> pa = a.parameters(), pb = b.parameters();
-  double worst = 0;
-  for (size_t i = 0; i < pa.size(); ++i) {
-    std::vector<double> va = to_vector<double>(pa[i]), vb = to_vector<double>(pb[i]);
-    for (size_t j = 0; j < va.size(); ++j) worst = std::max(worst, std::abs(va[j] - vb[j]));
-  }
-  return worst;
 }
 
 // `whole` trained straight through; `half` of it with rank 0 saving, then `whole` resumed from
@@ -58,13 +42,7 @@ static void check_resume(Config whole, Config half, const std::string& checkpoin
 TEST_CASE("mnist --ddp: rank 0's checkpoint resumes on 2 ranks bit-identically, under fp16 and the GradScaler") {
   TempDir dir;
   write_synthetic_mnist(dir);
-  mnist::TrainConfig c;
-  c.data_dir = dir.path.string();
-  c.epochs = 2;
-  c.batch_size = 64;  // 32 per rank
-  c.amp = "fp16";
-  c.threads = 1;
-  c.ddp = true;
+  const mnist::TrainConfig c{.data_dir = dir.path.string(), .epochs = 2, .batch_size = 64 /* 32 per rank */, .threads = 1, .amp = "fp16", .ddp = true};
   mnist::TrainConfig half = c;
   half.epochs = 1;
   std::ostringstream log;

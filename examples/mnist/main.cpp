@@ -62,13 +62,10 @@ int main(int argc, char** argv) {
   std::ostream* log = &std::cout;
   std::ostream quiet(nullptr);  // what the ranks other than 0 print to: nothing
   try {
-    if (c.ddp) {
-      ampgrad::examples::data_parallel::init(argc, argv);
-      if (ampgrad::examples::data_parallel::rank() != 0) {
-        log = &quiet;
-        c.progress = false;
-        c.save_path.clear(), c.metrics_path.clear(), c.scale_history_path.clear(), c.profile_trace.clear();
-      }
+    if (c.ddp && !ampgrad::examples::data_parallel::start(argc, argv)) {  // a rank other than 0
+      log = &quiet;
+      c.progress = false;
+      c.save_path.clear(), c.metrics_path.clear(), c.scale_history_path.clear(), c.profile_trace.clear();
     }
     mnist::TrainResult r = mnist::train(c, *log);
     if (log == &quiet) return 0;
