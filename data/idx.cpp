@@ -23,11 +23,12 @@ using GzFile = std::unique_ptr<gzFile_s, decltype(&gzclose)>;
 
 // Reads on until `bytes` holds n bytes or the contents end. zlib passes a raw file through as it
 // is and decompresses a gzip one (known by its first two bytes, whatever its name). The buffer
-// grows as the data arrives, doubling from 64 KiB: n is what a header claims, not what the file holds.
+// grows as the data arrives, doubling from 64 KiB (1 GiB a read at most: gzread takes an int of
+// bytes): n is what a header claims, not what the file holds.
 static void read_to(gzFile gz, const std::string& path, std::vector<uint8_t>& bytes, uint64_t n) {
   while (bytes.size() < n) {
     const size_t old = bytes.size();
-    bytes.resize(old + std::min<uint64_t>(std::max<size_t>(old, 1 << 16), n - old));
+    bytes.resize(old + std::min<uint64_t>({std::max<uint64_t>(old, 1 << 16), uint64_t(1) << 30, n - old}));
     const int read = gzread(gz, bytes.data() + old, unsigned(bytes.size() - old));
     bytes.resize(old + std::max(read, 0));
     if (read > 0) continue;

@@ -21,6 +21,10 @@ bool start(int& argc, char**& argv) {
   return group().rank() == 0;
 }
 
+void abort_all(int status) {
+  if (distributed::is_initialized()) MPI_Abort(MPI_COMM_WORLD, status);
+}
+
 int rank() { return group().rank(); }
 int ranks() { return group().size(); }
 

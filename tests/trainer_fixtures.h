@@ -1,5 +1,5 @@
 // trainer_fixtures.h — what the trainers' suites share (tests/test_mnist.cpp, tests/test_gpt.cpp,
-// distributed/tests/test_trainers_ddp.cpp): small deterministic data for each trainer, a model's
+// distributed/tests/test_trainers_ddp.cpp): small deterministic data and settings for each trainer, a model's
 // state as bytes for bit-identity checks, and the check that a command refuses bad flags.
 #pragma once
 #include <doctest/doctest.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/idx.h"
+#include "gpt/trainer.h"
 #include "nn/module.h"
 #include "tensor/random.h"
 #include "test_util.h"
@@ -40,6 +41,23 @@ inline std::string write_periodic_text(const TempDir& dir) {
   std::ofstream f(dir / "text.txt", std::ios::binary);
   for (int i = 0; i < 60; ++i) f << kPeriod;
   return dir / "text.txt";
+}
+
+// A 2-layer GPT on that text, 60 steps of batch 8, greedy sampling: seconds on one thread.
+inline gpt::TrainConfig tiny_gpt(const std::string& path) {
+  gpt::TrainConfig c;
+  c.text_path = path;
+  c.model = {.block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32};
+  c.steps = 60;
+  c.batch_size = 8;
+  c.lr = 1e-2;
+  c.warmup_steps = 5;
+  c.eval_every = 30;
+  c.eval_batches = 2;
+  c.threads = 1;
+  c.sample_chars = 2 * int64_t(kPeriod.size());
+  c.temperature = 0;
+  return c;
 }
 
 // Parameters and buffers, in state_dict order, as their bytes.

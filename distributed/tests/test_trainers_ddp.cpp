@@ -27,13 +27,16 @@ static std::string from_rank0(std::string s) {
 // there on every rank: the same weights and the same last loss and scale, bit for bit, on both.
 template <class Config, class Train, class Last>
 static void check_resume(Config whole, Config half, const std::string& checkpoint, Train train, Last last) {
-  const auto straight = train(whole);
+  std::ostringstream log;
+  const auto straight = train(whole, log);
   if (group().rank() == 0) half.save_path = checkpoint;  // rank 0 alone writes, as the commands do
-  train(half);
+  train(half, log);
   group().barrier();  // written before any rank reads it
   whole.resume_path = checkpoint;
-  const auto resumed = train(whole);
+  std::ostringstream resumed_log;
+  const auto resumed = train(whole, resumed_log);
   group().barrier();  // read by every rank before rank 0's directory goes
+  CHECK(resumed_log.str().find("resumed from " + checkpoint) != std::string::npos);  // not a fresh run that matched
   CHECK(weights_bytes(*resumed.model) == weights_bytes(*straight.model));
   CHECK(last(resumed) == last(straight));
   check_parameters_match(group(), resumed.model->named_parameters());  // and the replicas agree
@@ -45,29 +48,17 @@ TEST_CASE("mnist --ddp: rank 0's checkpoint resumes on 2 ranks bit-identically, 
   const mnist::TrainConfig c{.data_dir = dir.path.string(), .epochs = 2, .batch_size = 64 /* 32 per rank */, .threads = 1, .amp = "fp16", .ddp = true};
   mnist::TrainConfig half = c;
   half.epochs = 1;
-  std::ostringstream log;
-  check_resume(c, half, from_rank0(dir / "epoch1.safetensors"), [&](const mnist::TrainConfig& cfg) { return mnist::train(cfg, log); },
+  check_resume(c, half, from_rank0(dir / "epoch1.safetensors"), mnist::train,
                [](const mnist::TrainResult& r) { return std::pair(r.epochs.back().train_loss, r.epochs.back().scale); });
-}
-
-static gpt::TrainConfig tiny_gpt(const std::string& text) {
-  gpt::TrainConfig c;
-  c.text_path = text;
-  c.model = {.block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32};
-  c.steps = 8;
-  c.batch_size = 8;  // 4 per rank
-  c.lr = 1e-2;
-  c.warmup_steps = 2;
-  c.eval_every = 4;
-  c.eval_batches = 2;
-  c.threads = 1;
-  c.sample_chars = 0;
-  return c;
 }
 
 TEST_CASE("gpt --ddp: 2 ranks of 4 rows train as one process of 8, and rank 0's checkpoint resumes bit-identically") {
   TempDir dir;
   gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
+  c.steps = 8;  // batch 8: 4 rows per rank
+  c.warmup_steps = 2;
+  c.eval_every = 4;
+  c.sample_chars = 0;
   std::ostringstream log;
   const gpt::TrainResult single = gpt::train(c, log);  // this process alone, the whole batch
   c.ddp = true;
@@ -83,6 +74,6 @@ TEST_CASE("gpt --ddp: 2 ranks of 4 rows train as one process of 8, and rank 0's 
   c.amp = "fp16";
   gpt::TrainConfig half = c;
   half.stop_after = 4;
-  check_resume(c, half, from_rank0(dir / "step4.safetensors"), [&](const gpt::TrainConfig& cfg) { return gpt::train(cfg, log); },
+  check_resume(c, half, from_rank0(dir / "step4.safetensors"), gpt::train,
                [](const gpt::TrainResult& r) { return std::pair(r.evals.back().val_loss, r.evals.back().scale); });
 }

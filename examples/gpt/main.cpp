@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
     if (!r.sample.empty()) std::cout << "--- sample (" << c.sample_chars << " characters, temperature " << c.temperature << ") ---\n" << r.sample << "\n";
   } catch (const std::exception& e) {
     std::cerr << "gpt: " << e.what() << "\n";
+    if (c.ddp) ampgrad::examples::data_parallel::abort_all(1);
     return 1;
   }
 }

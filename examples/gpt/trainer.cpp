@@ -180,6 +180,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   const std::shared_ptr<nn::Module> replica = c.ddp ? examples::data_parallel::wrap(model) : model;
   const int64_t ranks = c.ddp ? examples::data_parallel::ranks() : 1;
   AMPGRAD_CHECK(c.batch_size % ranks == 0, "--batch-size " << c.batch_size << " must be a multiple of the " << ranks << " ranks");
+  AMPGRAD_CHECK(!c.ddp || c.model.dropout == 0, "--ddp with --dropout " << c.model.dropout << ": every rank would draw the same dropout "
+                                                "masks (one generator state, restored from rank 0's checkpoint); use --dropout 0");
   AMPGRAD_CHECK(c.checkpoint_segments >= 0 && c.checkpoint_segments <= mc.n_layer,
                 "--checkpoint must be in [0, " << mc.n_layer << "] (the number of layers), got " << c.checkpoint_segments);
   optim::AdamW opt(adamw_groups(*model, c));

@@ -64,7 +64,7 @@ struct EvalPoint {
 
 struct TrainResult {
   std::vector<EvalPoint> evals;
-  std::vector<float> step_losses;  // every training step's loss
+  std::vector<float> step_losses;  // every training step's loss (under --ddp, on this rank's rows)
   std::string sample;
   std::shared_ptr<GPT> model;
 };

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
               << " train_samples_per_s=" << r.train_samples_per_s << "\n";
   } catch (const std::exception& e) {
     std::cerr << "mnist: " << e.what() << "\n";
+    if (c.ddp) ampgrad::examples::data_parallel::abort_all(1);
     return 1;
   }
 }

@@ -8,7 +8,7 @@ using namespace ampgrad;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string images = fuzz::scratch_path("images.idx"), labels = fuzz::scratch_path("labels.idx");
-  fuzz::write_file(images, data, size);
+  fuzz::new_input(images, data, size);
   fuzz::refused([&] { data::read_idx_labels(images); });
   data::IdxImages parsed;
   if (fuzz::refused([&] { parsed = data::read_idx_images(images); })) return 0;

@@ -21,10 +21,10 @@ inline std::string scratch_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("ampgrad-fuzz-" + std::to_string(getpid()) + "-" + name)).string();
 }
 
-// Each harness writes its input first: the previous input's tensors are gone by then, and their
-// blocks, which the CPU allocator keeps for reuse (up to 2 GB), go back to the system, or sizes
-// that never repeat would fill the cache past the fuzzer's RSS limit.
-inline void write_file(const std::string& path, const uint8_t* data, size_t size) {
+// Starts an input: the previous input's tensors are gone, and their blocks, which the CPU
+// allocator keeps for reuse (up to 2 GB), go back to the system (sizes that never repeat would
+// fill the cache past the fuzzer's RSS limit); then the bytes are written to path.
+inline void new_input(const std::string& path, const uint8_t* data, size_t size) {
   cpu::empty_cache();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(data), std::streamsize(size));

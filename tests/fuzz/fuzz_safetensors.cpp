@@ -16,7 +16,7 @@ static bool same_bits(const Tensor& a, const Tensor& b) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch_path("in.safetensors"), again = fuzz::scratch_path("again.safetensors");
-  fuzz::write_file(path, data, size);
+  fuzz::new_input(path, data, size);
   data::SafeTensors loaded;
   if (fuzz::refused([&] { loaded = data::load_safetensors(path); })) return 0;
   data::save_safetensors(again, loaded.tensors, loaded.metadata);

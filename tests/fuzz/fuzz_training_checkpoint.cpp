@@ -15,7 +15,7 @@ using namespace ampgrad;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch_path("training.safetensors");
-  fuzz::write_file(path, data, size);
+  fuzz::new_input(path, data, size);
   std::optional<examples::TrainingCheckpoint> ck;
   std::string optimizer;
   if (fuzz::refused([&] { optimizer = ck.emplace(path).meta("optimizer"); })) return 0;
