@@ -341,6 +341,19 @@ TEST_CASE("the mnist command refuses nonsensical flags before any work, naming t
   check_flags_refused(TRAINER_COMMAND " --data /nonexistent", cases);
 }
 
+TEST_CASE("the teaching commands beside mnist (underflow, amp_step, memory) refuse nonsensical flags as it does") {
+  const std::filesystem::path dir = std::filesystem::path(TRAINER_COMMAND).parent_path();
+  check_flags_refused((dir / "underflow").string(), {{"--steps 0", "--steps: must be a whole number in [1, 1000000], got '0'"}});
+  check_flags_refused((dir / "amp_step").string(), {{"--steps -3", "--steps: must be a whole number in [0, 1000000], got '-3'"}});
+  check_flags_refused((dir / "memory").string(), {
+      {"--width 1e9", "--width: must be a whole number in [1, 65536], got '1e9'"},
+      {"--blocks 0", "--blocks: must be a whole number in [1, 1024], got '0'"},
+      {"--batch -1", "--batch: must be a whole number in [1, 1048576], got '-1'"},
+      {"--segments 0", "--segments: must be a whole number in [1, 2048], got '0'"},
+      {"--steps 1001", "--steps: must be a whole number in [1, 1000], got '1001'"},
+  });
+}
+
 TEST_CASE("paths that cannot work are named before training: --save unwritable, a directory or a device as data or checkpoint") {
   TempDir dir;
   write_synthetic_mnist(dir);
