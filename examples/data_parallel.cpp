@@ -44,6 +44,11 @@ Tensor local_rows(const Tensor& global) {
   return global.narrow(0, rank() * n, n);
 }
 
+void without_sync(nn::Module& replica, const std::function<void()>& backward) {
+  const auto no_sync = dynamic_cast<distributed::DistributedDataParallel&>(replica).no_sync();
+  backward();
+}
+
 double mean(double value) {
   Tensor t = full({1}, value, TensorOptions(kFloat64));
   group().all_reduce(t, distributed::ReduceOp::avg);

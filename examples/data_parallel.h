@@ -6,6 +6,7 @@
 //
 //   mpirun -np 2 build/examples/mnist --ddp --batch-size 128   # 64 samples per rank per step
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "data/loader.h"
@@ -23,6 +24,9 @@ int ranks();
 std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model);
 data::Dataset shard(const data::Dataset& all, uint64_t seed, int64_t epoch);
 Tensor local_rows(const Tensor& global);  // rows [r·B/N, (r+1)·B/N) of a (B, ...) batch, B a multiple of N
+// Runs backward with the replica's reduction off (DDP's no_sync): an accumulation step's
+// gradient stays local, and the step's last backward reduces the sum.
+void without_sync(nn::Module& replica, const std::function<void()>& backward);
 double mean(double value);                // over ranks
 
 }  // namespace ampgrad::examples::data_parallel

@@ -256,7 +256,9 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
         micro_loss = lm_loss(logits, y) / double(c.accum_steps);
       }
       // 2. scaled backward: the micro-batches' gradients add up in .grad, to their mean's
-      scaler.scale(micro_loss).backward();
+      auto backward = [&] { scaler.scale(micro_loss).backward(); };
+      if (c.ddp && micro + 1 < c.accum_steps) examples::data_parallel::without_sync(*replica, backward);  // reduced with the last
+      else backward();
       loss = loss + micro_loss.detach();
     }
     // 3. once per step: unscale, clip, step unless inf/NaN, update the scale

@@ -197,7 +197,10 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       //    step sees the mean over its group (the last group of an epoch may be short)
       const int64_t group_start = batches / c.accum_steps * c.accum_steps;
       const int64_t group_size = std::min<int64_t>(c.accum_steps, n_batches - group_start);
-      scaler.scale(objective / double(group_size)).backward();
+      auto backward = [&] { scaler.scale(objective / double(group_size)).backward(); };
+      const bool ends_group = batches + 1 == group_start + group_size;
+      if (c.ddp && !ends_group) examples::data_parallel::without_sync(*replica, backward);  // reduced with the group's last
+      else backward();
       loss_sum = loss_sum + loss.detach();
       ++batches;
       seen += x.size(0);
