@@ -11,7 +11,7 @@
 namespace ampgrad::examples::data_parallel {
 
 static distributed::ProcessGroup& group() {
-  static distributed::ProcessGroup pg;  // made after init(); MPI_Finalize runs at exit, after it
+  static distributed::ProcessGroup pg;  // made after start(); MPI_Finalize runs at exit, after it
   return pg;
 }
 
