@@ -2,7 +2,7 @@
 # smoke.sh — runs every command the README's quick start and examples advertise, each with tiny
 # settings (a few hundred samples, a few steps), and fails if one exits non-zero or gnuplot
 # warns. It checks that they run and plot, not what they compute (tests/ does that). Like the
-# commands themselves it writes into runs/. Once built: 66 s on 2 idle cores (docs/results.md).
+# commands themselves it writes into runs/. Once built: about 70 s on 2 idle cores (docs/results.md).
 # CI runs it after the tests.
 #   scripts/smoke.sh          # all of them
 #   scripts/smoke.sh gpt      # only the commands whose line contains "gpt"
