@@ -19,11 +19,7 @@ using namespace ampgrad;
 TEST_CASE("one epoch on a small set lowers the loss and beats chance") {
   TempDir dir;
   write_synthetic_mnist(dir);
-  mnist::TrainConfig c;
-  c.data_dir = dir.path.string();
-  c.epochs = 2;
-  c.batch_size = 32;
-  c.profile = true;
+  mnist::TrainConfig c{.data_dir = dir.path.string(), .epochs = 2, .batch_size = 32, .profile = true};
   std::ostringstream log;
   mnist::TrainResult r = mnist::train(c, log);
   REQUIRE(r.epochs.size() == 2);
@@ -99,13 +95,7 @@ TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {
 // Two epochs of a CNN of `model` under `amp` on the synthetic set, batch 64.
 static mnist::TrainConfig synthetic_cnn(const TempDir& dir, const std::string& model, const std::string& amp) {
   write_synthetic_mnist(dir);
-  mnist::TrainConfig c;
-  c.data_dir = dir.path.string();
-  c.model = model;
-  c.amp = amp;
-  c.batch_size = 64;
-  c.epochs = 2;
-  return c;
+  return {.model = model, .data_dir = dir.path.string(), .epochs = 2, .batch_size = 64, .amp = amp};
 }
 
 TEST_CASE("cnn-bn under bf16 autocast: learns, and resumes bit for bit with its running statistics") {
@@ -228,14 +218,8 @@ TEST_CASE("--checkpoint: the same training, bit for bit, with each epoch's step 
   // the CNN to the same weights. Whether it lowers the peak depends on the model (docs/results.md).
   TempDir dir;
   write_synthetic_mnist(dir);
-  mnist::TrainConfig c;
-  c.data_dir = dir.path.string();
-  c.model = "cnn";
-  c.epochs = 1;
-  c.limit_train = 128;
-  c.batch_size = 32;
-  c.amp = "bf16";
-  c.metrics_path = dir / "metrics.csv";
+  mnist::TrainConfig c{.model = "cnn", .data_dir = dir.path.string(), .epochs = 1, .batch_size = 32, .amp = "bf16",
+                       .limit_train = 128, .metrics_path = dir / "metrics.csv"};
   std::ostringstream log;
   const mnist::TrainResult plain = mnist::train(c, log);
   CHECK(plain.epochs[0].step_peak_bytes > 32 * 32 * 24 * 24 * 2);  // at least conv1's bf16 output
@@ -357,9 +341,7 @@ TEST_CASE("the teaching commands beside mnist (underflow, amp_step, memory) refu
 TEST_CASE("paths that cannot work are named before training: --save unwritable, a directory or a device as data or checkpoint") {
   TempDir dir;
   write_synthetic_mnist(dir);
-  mnist::TrainConfig c;
-  c.data_dir = dir.path.string();
-  c.limit_train = 64;
+  mnist::TrainConfig c{.data_dir = dir.path.string(), .limit_train = 64};
   std::ostringstream log;
   c.save_path = dir / "no-such-dir/ckpt.safetensors";
   const std::string msg = error_of([&] { mnist::train(c, log); });
