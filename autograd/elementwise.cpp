@@ -105,10 +105,10 @@ Tensor log1p(const Tensor& x) {  // d/dx ln(1 + x) = 1/(1 + x)
 Tensor sqrt(const Tensor& x) {  // d/dx √x = 1 / (2√x) = 1 / (2y)
   return unary_op(Op::sqrt, Unary::sqrt, as_float(x), Save::output, [](const Tensor& g, const Tensor& y) { return g / (y * 2.0); });
 }
-Tensor abs(const Tensor& x) {  // d/dx |x| = sign(x), 0 at 0 as in PyTorch
+Tensor abs(const Tensor& x) {  // d/dx |x| = sign(x), 0 at 0 (and at NaN) as in PyTorch
   return unary_op(Op::abs, Unary::abs, x, Save::input, [](const Tensor& g, const Tensor& x) {
-    Tensor zero = scalar_like(0, g);
-    return where(gt(x, zero), g, where(lt(x, zero), -g, zero));
+    Tensor zero = scalar_like(0, g);  // g·0, not 0, where the sign is 0: PyTorch's g·sgn(x) keeps a NaN g
+    return where(gt(x, zero), g, where(lt(x, zero), -g, g * 0.0));
   });
 }
 Tensor tanh(const Tensor& x) {  // d/dx tanh x = 1 - y²
@@ -119,7 +119,8 @@ Tensor sigmoid(const Tensor& x) {  // d/dx σ(x) = y (1 - y)
 }
 // The backwards of relu and gelu are fused kernels, recorded as ops of their own so that a
 // create_graph backward can differentiate them again.
-//   relu_backward(g, y) = g·[y > 0]: linear in g, and flat in y (almost everywhere)
+//   relu_backward(g, y) = 0 where y <= 0, else g (PyTorch's threshold_backward: a NaN y passes g
+//   on): linear in g, and flat in y (almost everywhere)
 static Tensor relu_backward(const Tensor& g, const Tensor& y) {
   Tensor out = kernels::binary(Binary::relu_backward, g, y);
   record("relu_backward", out, {g}, [y = Saved(y)](const Tensor& gg, const Needs&) { return grads(relu_backward(gg, y)); });
@@ -135,7 +136,7 @@ static Tensor gelu_backward(const Tensor& g, const Tensor& x) {
   return out;
 }
 
-// 1 where x > 0 (0 at 0, as PyTorch), which is where the output is > 0: saving the output, as
+// 1 where x > 0 (0 at 0, as PyTorch), which is where the output is > 0 or NaN: saving the output, as
 // PyTorch does, keeps nothing of ReLU's own, for the next layer saves that tensor anyway.
 Tensor relu(const Tensor& x) { return unary_op(Op::relu, Unary::relu, x, Save::output, relu_backward); }
 Tensor gelu(const Tensor& x) { return unary_op(Op::gelu, Unary::gelu, x, Save::input, gelu_backward); }  // Φ(x) + x φ(x): tensor/scalar_math.h

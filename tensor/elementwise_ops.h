@@ -26,9 +26,9 @@ struct Relu { template <class A> AMPGRAD_HD A operator()(A x) const { return mat
 struct Gelu { template <class A> AMPGRAD_HD A operator()(A x) const { return math::gelu(x); } };
 
 struct Square { template <class A> AMPGRAD_HD A operator()(A x) const { return x * x; } };  // pow 2: exact and common
-template <class A> struct Pow {
+template <class A> struct Pow {  // x^0.5 is sqrt, as PyTorch's pow: sqrt(-inf) is NaN where pow(-inf, 0.5) is inf
   A e;
-  AMPGRAD_HD A operator()(A x) const { return std::pow(x, e); }
+  AMPGRAD_HD A operator()(A x) const { return e == A(0.5) ? std::sqrt(x) : std::pow(x, e); }
 };
 template <class A> struct Clamp {
   A lo, hi;
@@ -50,7 +50,8 @@ struct Add { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return
 struct Sub { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return x - y; } };
 struct Mul { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return x * y; } };
 struct Div { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return x / y; } };
-struct ReluBackward { template <class A> AMPGRAD_HD A operator()(A g, A x) const { return x > A(0) ? g : A(0); } };
+// PyTorch's threshold_backward(g, y, 0): 0 where y <= 0, else g, so a NaN y passes g on.
+struct ReluBackward { template <class A> AMPGRAD_HD A operator()(A g, A y) const { return y <= A(0) ? A(0) : g; } };
 struct GeluBackward { template <class A> AMPGRAD_HD A operator()(A g, A x) const { return g * math::gelu_grad(x); } };
 struct Eq { template <class A> AMPGRAD_HD bool operator()(A x, A y) const { return x == y; } };
 struct Ne { template <class A> AMPGRAD_HD bool operator()(A x, A y) const { return x != y; } };
