@@ -1,13 +1,16 @@
 // test_opinfo.cpp — one OpInfo entry per op (as PyTorch's OpInfo and ggml's test-backend-ops)
 // drives every test of the op, on every device: forward against a float64 reference in every
-// dtype, gradcheck and gradgradcheck, the CPU against CUDA in float32/float16/bfloat16, and the
-// output dtype under autocast against the policy table (tensor/ops.def). Special cases an entry
-// cannot say (options, running statistics, masks) keep their own tests in test_ops.cpp & co.
+// dtype, on a finite sample and on one holding NaN and ±inf; on the CPU each 16-bit output bit for
+// bit against the op in float32 rounded once; gradcheck and gradgradcheck, the CPU against CUDA in
+// float32/float16/bfloat16, and the output dtype under autocast against the policy table
+// (tensor/ops.def). Special cases an entry cannot say (options, running statistics, masks) keep
+// their own tests in test_ops.cpp & co.
 //
 // How to add a test for a new op: one entry in op_infos() — its amp::Op, a variant name, the
 // inputs' shapes and domain, the op as a lambda, and its reference in double (closed form, from
-// the inputs' values in row-major order); for a sum or a chain of roundings, R and steps too
-// (see tolerance()). exp's entry is the whole of its tests:
+// the inputs' values in row-major order, NaN and ±inf included, as PyTorch treats them); for a
+// sum or a chain of roundings, R, steps and rounded too (see tolerance() and rounded_once()).
+// exp's entry is the whole of its tests:
 //   {Op::exp, "", {{{4, 6}, -2, 2}}, [](In i) { return exp(i[0]); }, map1([](double x) { return std::exp(x); })},
 // The completeness test finds it; an op whose tests need more than a row goes in by_hand().
 #include <doctest/doctest.h>
@@ -48,6 +51,8 @@ struct OpInfo {
   int64_t R = 1;       // the longest float32 sum in the forward or the backward
   int steps = 8;       // roundings to the dtype along the longest chain, forward and backward
   bool differentiable = true;
+  int rounded = 0;     // a composite's roundings to a 16-bit dtype before its last (0: computes in float32, rounds once)
+  std::string no_nonfinite;  // why the NaN/inf sample cannot apply to this entry; empty: it applies
   std::string name() const { return std::string(amp::policy(op).name) + (variant.empty() ? "" : " " + variant); }
 };
 
@@ -76,6 +81,14 @@ std::vector<double> per_row(const std::vector<double>& x, size_t cols, std::func
   return out;
 }
 double total(const std::vector<double>& x) { double s = 0; for (double v : x) s += v; return s; }
+double clamped(double x) { return std::clamp(x, -0.5, 0.5); }  // NaN stays NaN
+// The index of max(x) (or min): the first NaN if there is one, as in PyTorch, else the first extreme.
+size_t extreme(const std::vector<double>& x, bool is_min) {
+  size_t best = 0;
+  for (size_t i = 1; i < x.size() && !std::isnan(x[best]); ++i)
+    if (std::isnan(x[i]) || (is_min ? x[i] < x[best] : x[i] > x[best])) best = i;
+  return best;
+}
 double logsumexp(const std::vector<double>& x) {
   const double m = *std::max_element(x.begin(), x.end());
   double s = 0;
@@ -120,24 +133,25 @@ std::vector<OpInfo> op_infos() {
       {Op::abs, "", {{{4, 6}}}, [](In i) { return abs(i[0]); }, map1([](double x) { return std::abs(x); })},
       {Op::tanh, "", {{{4, 6}, -2, 2}}, [](In i) { return tanh(i[0]); }, map1([](double x) { return std::tanh(x); })},
       {Op::sigmoid, "", {{{4, 6}, -3, 3}}, [](In i) { return sigmoid(i[0]); }, map1([](double x) { return 1 / (1 + std::exp(-x)); })},
-      {Op::relu, "", {{{4, 6}}}, [](In i) { return relu(i[0]); }, map1([](double x) { return x > 0 ? x : 0.0; })},
+      {Op::relu, "", {{{4, 6}}}, [](In i) { return relu(i[0]); }, map1([](double x) { return std::isnan(x) || x > 0 ? x : 0.0; })},
       {Op::gelu, "", {{{4, 6}, -3, 3}}, [](In i) { return gelu(i[0]); }, map1([](double x) { return x * (1 + std::erf(x / std::sqrt(2.0))) / 2; })},
-      {Op::silu, "", {{{4, 6}, -3, 3}}, [](In i) { return silu(i[0]); }, map1([](double x) { return x / (1 + std::exp(-x)); })},
+      // x·σ(x): σ(x) is rounded to the dtype before the product
+      {Op::silu, "", {{{4, 6}, -3, 3}}, [](In i) { return silu(i[0]); }, map1([](double x) { return x / (1 + std::exp(-x)); }), 1, 8, true, 1},
       {Op::pow, "3", {{{4, 6}}}, [](In i) { return pow(i[0], 3); }, map1([](double x) { return x * x * x; })},
       {Op::pow, "2 (squared exactly)", {{{4, 6}}}, [](In i) { return pow(i[0], 2); }, map1([](double x) { return x * x; })},
       {Op::pow, "0.5", {{{4, 6}, 0.5, 2}}, [](In i) { return pow(i[0], 0.5); }, map1([](double x) { return std::sqrt(x); })},
-      {Op::clamp, "", {{{4, 6}}}, [](In i) { return clamp(i[0], -0.5, 0.5); }, map1([](double x) { return std::clamp(x, -0.5, 0.5); })},
+      {Op::clamp, "", {{{4, 6}}}, [](In i) { return clamp(i[0], -0.5, 0.5); }, map1(clamped)},
       // ---- elementwise: binary (broadcasting has its own tests in test_ops.cpp)
       {Op::add, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return add(i[0], i[1]); }, map2([](double a, double b) { return a + b; })},
       {Op::sub, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return sub(i[0], i[1]); }, map2([](double a, double b) { return a - b; })},
       {Op::mul, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return mul(i[0], i[1]); }, map2([](double a, double b) { return a * b; })},
       {Op::div, "", {{{4, 6}}, {{4, 6}, 0.5, 2}}, [](In i) { return div(i[0], i[1]); }, map2([](double a, double b) { return a / b; })},
-      {Op::where, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return where(gt(i[0], i[1]), i[0], i[1]); }, map2([](double a, double b) { return std::max(a, b); })},
-      // comparisons: clamp makes ties for eq, le and ge
-      {Op::eq, "", {{{4, 6}}}, [](In i) { return eq(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(std::abs(x) <= 0.5); }), 0, 0, false},
-      {Op::ne, "", {{{4, 6}}}, [](In i) { return ne(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(std::abs(x) > 0.5); }), 0, 0, false},
-      {Op::le, "", {{{4, 6}}}, [](In i) { return le(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x <= 0.5); }), 0, 0, false},
-      {Op::ge, "", {{{4, 6}}}, [](In i) { return ge(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x >= -0.5); }), 0, 0, false},
+      {Op::where, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return where(gt(i[0], i[1]), i[0], i[1]); }, map2([](double a, double b) { return a > b ? a : b; })},
+      // comparisons: clamp makes ties for eq, le and ge (and a NaN is equal to nothing)
+      {Op::eq, "", {{{4, 6}}}, [](In i) { return eq(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x == clamped(x)); }), 0, 0, false},
+      {Op::ne, "", {{{4, 6}}}, [](In i) { return ne(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x != clamped(x)); }), 0, 0, false},
+      {Op::le, "", {{{4, 6}}}, [](In i) { return le(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x <= clamped(x)); }), 0, 0, false},
+      {Op::ge, "", {{{4, 6}}}, [](In i) { return ge(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x >= clamped(x)); }), 0, 0, false},
       {Op::lt, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return lt(i[0], i[1]); }, map2([](double a, double b) { return double(a < b); }), 0, 0, false},
       {Op::gt, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return gt(i[0], i[1]); }, map2([](double a, double b) { return double(a > b); }), 0, 0, false},
       // ---- reductions
@@ -147,14 +161,13 @@ std::vector<OpInfo> op_infos() {
       {Op::mean, "all", {{{5, 7}}}, [](In i) { return mean(i[0]); }, [](const Values& v) { return std::vector{mean_of(v[0])}; }, 35},
       {Op::mean, "dim 1 keepdim", {{{5, 7}}}, [](In i) { return mean(i[0], {1}, true); },
        [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{mean_of(r)}; }); }, 7},
-      {Op::max, "all", {{{5, 7}}}, [](In i) { return max(i[0]); }, [](const Values& v) { return std::vector{*std::max_element(v[0].begin(), v[0].end())}; }},
+      {Op::max, "all", {{{5, 7}}}, [](In i) { return max(i[0]); }, [](const Values& v) { return std::vector{v[0][extreme(v[0], false)]}; }},
       {Op::max, "dim 1", {{{5, 7}}}, [](In i) { return max(i[0], 1).first; },
-       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{*std::max_element(r.begin(), r.end())}; }); }},
-      {Op::min, "all", {{{5, 7}}}, [](In i) { return min(i[0]); }, [](const Values& v) { return std::vector{*std::min_element(v[0].begin(), v[0].end())}; }},
+       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{r[extreme(r, false)]}; }); }},
+      {Op::min, "all", {{{5, 7}}}, [](In i) { return min(i[0]); }, [](const Values& v) { return std::vector{v[0][extreme(v[0], true)]}; }},
       // ties (likely in bfloat16) go to the first, as in PyTorch
       {Op::argmax, "dim 1", {{{5, 7}}}, [](In i) { return argmax(i[0], 1); },
-       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{double(std::max_element(r.begin(), r.end()) - r.begin())}; }); },
-       0, 0, false},
+       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{double(extreme(r, false))}; }); }, 0, 0, false},
       // ---- shape, views, copies
       {Op::reshape, "", {{{4, 6}}}, [](In i) { return reshape(i[0], {3, -1}); }, map1([](double x) { return x; })},
       {Op::view, "", {{{4, 6}}}, [](In i) { return view(i[0], {24}); }, map1([](double x) { return x; })},
@@ -180,12 +193,13 @@ std::vector<OpInfo> op_infos() {
       // ---- linear algebra (R: K in the forward, M or N in the backward's products)
       {Op::matmul, "", {{{5, 16}}, {{16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
        [](const Values& v) { return gemm_nt(v[0], transposed(v[1], 16, 7), 5, 16); }, 16},
+      // the product is rounded to the dtype before the bias is added
       {Op::linear, "", {{{6, 16}}, {{5, 16}}, {{5}}}, [](In i) { return linear(i[0], i[1], i[2]); },
        [](const Values& v) {
          std::vector<double> y = gemm_nt(v[0], v[1], 6, 16);
          for (size_t k = 0; k < y.size(); ++k) y[k] += v[2][k % 5];
          return y;
-       }, 16},
+       }, 16, 8, true, 1},
       // ---- softmax and the losses, over (4, 9) logits
       {Op::softmax, "", {{{4, 9}, -3, 3}}, [](In i) { return softmax(i[0], 1); },
        [](const Values& v) { return per_row(v[0], 9, [](auto r) { return softmax_row(r, false); }); }, 9},
@@ -196,7 +210,7 @@ std::vector<OpInfo> op_infos() {
          double loss = 0;
          for (size_t n = 0; n < 4; ++n) loss -= softmax_row(std::vector(v[0].begin() + 9 * n, v[0].begin() + 9 * n + 9), true)[kTargets[n]];
          return std::vector{loss / 4};
-       }, 9, 32},
+       }, 9, 32, true, 1},  // log_softmax is rounded to the dtype, then the loss is taken in float32
       {Op::nll_loss, "", {{{4, 9}, -3, 0}}, [](In i) { return nll_loss(i[0], beside(i[0], from_vector<int64_t>(kTargets))); },
        [](const Values& v) {
          double loss = 0;
@@ -204,15 +218,15 @@ std::vector<OpInfo> op_infos() {
          return std::vector{loss / 4};
        }, 4},
       {Op::mse_loss, "", {{{2, 3}}, {{2, 3}}}, [](In i) { return mse_loss(i[0], i[1]); },
-       [](const Values& v) { return std::vector{mean_of(map2([](double a, double b) { return (a - b) * (a - b); })(v))}; }, 6, 16},
+       [](const Values& v) { return std::vector{mean_of(map2([](double a, double b) { return (a - b) * (a - b); })(v))}; }, 6, 16, true, 2},  // a − b, then its square, rounded
       // input: probabilities away from 0 and 1; target: any probability
       {Op::binary_cross_entropy, "", {{{2, 3}, 0.1, 0.9}, {{2, 3}, 0, 1}}, [](In i) { return binary_cross_entropy(i[0], i[1]); },
        [](const Values& v) {
          return std::vector{mean_of(map2([](double p, double t) { return -(t * std::log(p) + (1 - t) * std::log1p(-p)); })(v))};
-       }, 6, 32},
+       }, 6, 32, true, 0, "its input must be a probability: the CPU refuses one outside [0, 1], NaN included, as PyTorch's CPU kernel does (test_ops.cpp)"},
       {Op::binary_cross_entropy_with_logits, "", {{{2, 3}, -3, 3}, {{2, 3}, 0, 1}}, [](In i) { return binary_cross_entropy_with_logits(i[0], i[1]); },
-       [](const Values& v) {  // (1 − t)·x + log(1 + e^−x), written stably
-         return std::vector{mean_of(map2([](double x, double t) { return std::max(x, 0.0) - x * t + std::log1p(std::exp(-std::abs(x))); })(v))};
+       [](const Values& v) {  // (1 − t)·x + log(1 + e^−x), written stably: so x = inf gives inf, as in PyTorch, not inf − inf
+         return std::vector{mean_of(map2([](double x, double t) { return (1 - t) * x + std::log1p(std::exp(-std::abs(x))) + std::max(-x, 0.0); })(v))};
        }, 6, 32},
   };
 }
@@ -223,6 +237,7 @@ struct ByHand {
   Op op;
   const char* where;
   std::function<void(Device)> call;
+  std::string nonfinite = "test_opinfo.cpp: ops tested by hand keep NaN and inf where PyTorch does";  // where its NaN/inf case is
 };
 std::vector<ByHand> by_hand() {
   auto x = [](Device d) { return randn({2, 3}).to(d); };
@@ -240,54 +255,112 @@ std::vector<ByHand> by_hand() {
   };
 }
 
-double max_abs(const std::vector<double>& v) {
+double max_abs(const std::vector<double>& v) {  // of the finite values: the scale of a tolerance
   double m = 0;
-  for (double x : v) m = std::max(m, std::abs(x));
+  for (double x : v)
+    if (std::isfinite(x)) m = std::max(m, std::abs(x));
   return m;
 }
 
 // The entry's inputs: float64 values drawn on the host in their domain, as `dtype` on `dev`.
-std::vector<Tensor> sample(const OpInfo& info, Device dev, DType dtype, bool requires_grad) {
+// The non-finite sample puts a NaN, an inf and a −inf into each input, at places that differ from
+// one input to the next (so a binary op also meets NaN against a number, and inf against −inf).
+std::vector<Tensor> sample(const OpInfo& info, Device dev, DType dtype, bool requires_grad, bool nonfinite = false) {
   std::vector<Tensor> in;
-  for (const Input& i : info.inputs) {
-    Tensor t = (rand(i.shape, kFloat64) * (i.hi - i.lo) + i.lo).to(dtype).to(dev);
+  for (size_t k = 0; k < info.inputs.size(); ++k) {
+    const Input& i = info.inputs[k];
+    Tensor t = rand(i.shape, kFloat64) * (i.hi - i.lo) + i.lo;
+    if (nonfinite) {
+      std::vector<double> v = to_vector<double>(t);
+      const size_t n = v.size();
+      v[k % n] = NAN;
+      v[(n / 2 + k) % n] = INFINITY;
+      v[(n - 1 - k % n)] = -INFINITY;
+      t = from_vector<double>(v).reshape(i.shape);
+    }
+    t = t.to(dtype).to(dev);
     in.push_back(requires_grad ? t.detach().requires_grad_() : t);
   }
   return in;
 }
 
-// Element-wise |a − b| <= tol, NaN matching NaN; names the first offender.
+// Element-wise |a − b| <= tol, where NaN matches only NaN and an infinity only itself; names the
+// first offender.
 void check_close(const std::string& what, const std::vector<double>& a, const std::vector<double>& b, double tol) {
   REQUIRE_MESSAGE(a.size() == b.size(), what << ": " << a.size() << " values against " << b.size());
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < a.size(); ++i)
-    if (!((std::isnan(a[i]) && std::isnan(b[i])) || std::abs(a[i] - b[i]) <= tol) && bad++ == 0) first = i;
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])) || std::abs(a[i] - b[i]) <= tol) && bad++ == 0) first = i;
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << a.size() << " values differ by more than " << tol << "; value " << first << ": "
                                << (bad ? a[first] : 0) << " against " << (bad ? b[first] : 0));
+}
+
+// Half the gap between a 16-bit value of magnitude about |v| and its neighbour: the most a
+// single rounding to the dtype moves v (below the smallest normal, the subnormals' fixed gap).
+double half_ulp(DType dtype, double v) {
+  const int min_exponent = dtype == kFloat16 ? -14 : -126;
+  return std::ldexp(eps(dtype), std::max(std::ilogb(std::abs(v)), min_exponent)) / 2;
+}
+
+// "Compute in float32, round once", checked on the CPU: a 16-bit output against the same op run
+// on its inputs widened to float32 (exactly), rounded once to the dtype. An op that does this is
+// bit for bit equal to it (NaN matching NaN). Two things loosen that, each by a derived bound:
+//   - a float32 sum of R terms (sum, matmul, softmax's row) whose order, or float64 accumulator
+//     in the float32 run, differs: its error is at most (R − 1)·eps(float32)·Σ|terms| <=
+//     R²·eps(float32)·scale, which may move the rounding by a half ulp of the dtype;
+//   - a composite that rounds to the dtype in between (`rounded` times: linear's product before
+//     its bias, silu's σ): at most one ulp of the dtype each, eps(dtype)·scale.
+//   |y − round(y32)| <= half_ulp(y) + R²·eps(float32)·scale + rounded·eps(dtype)·scale
+// With neither (R = 1 and rounded = 0) the bound is 0: the bits must agree.
+void check_rounded_once(const std::string& what, const OpInfo& info, DType dtype, const std::vector<Tensor>& in, const Tensor& out, double scale) {
+  std::vector<Tensor> in32;
+  for (const Tensor& t : in) in32.push_back(t.to(kFloat32));
+  const Tensor y32 = info.f(in32);
+  const std::vector<double> y = to_vector<double>(out), once = to_vector<double>(y32.is_floating_point() ? y32.to(dtype) : y32),
+                            wide = to_vector<double>(y32);
+  REQUIRE_MESSAGE(y.size() == once.size(), what << ": " << y.size() << " values against " << once.size());
+  const bool exact = info.R == 1 && info.rounded == 0;
+  const double loose = double(info.R * info.R) * eps(kFloat32) * scale + info.rounded * eps(dtype) * scale;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const bool same = (y[i] == once[i] && std::signbit(y[i]) == std::signbit(once[i])) || (std::isnan(y[i]) && std::isnan(once[i]));
+    const bool ok = same || (!exact && std::abs(y[i] - wide[i]) <= half_ulp(dtype, std::max(std::abs(y[i]), std::abs(wide[i]))) + loose);
+    if (!ok && bad++ == 0) first = i;
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << y.size() << " values are not float32's rounded once"
+                               << (exact ? " (bit for bit)" : "") << "; value " << first << ": " << (bad ? y[first] : 0) << " against "
+                               << (bad ? once[first] : 0) << " (float32: " << (bad ? wide[first] : 0) << ")");
 }
 
 const std::vector<OpInfo> kInfos = op_infos();
 
 }  // namespace
 
-DEVICE_TEST_CASE("OpInfo: forward against the float64 reference, in every dtype") {
+// Each entry twice: on finite inputs, and on inputs holding NaN and ±inf, where the output must be
+// NaN exactly where the reference's is and ±inf where it is (NaN is never hidden; every entry takes
+// this sample unless it says why not, which the completeness test below holds it to).
+DEVICE_TEST_CASE("OpInfo: forward against the float64 reference, in every dtype, on finite and on NaN/inf inputs") {
   manual_seed(1);
   for (const OpInfo& info : kInfos)
-    for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
-      const std::string what = info.name() + " in " + dtype_name(dtype);
-      std::vector<Tensor> in = sample(info, dev, dtype, false);
-      Values values;  // the inputs as rounded to the dtype: the reference sees what the op sees
-      double scale = 0;
-      for (const Tensor& t : in) {
-        values.push_back(to_vector<double>(t));
-        scale = std::max(scale, max_abs(values.back()));
+    for (bool nonfinite : {false, true})
+      for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+        if (nonfinite && !info.no_nonfinite.empty()) continue;
+        const std::string what = info.name() + " in " + dtype_name(dtype) + (nonfinite ? ", inputs with NaN and ±inf" : "");
+        std::vector<Tensor> in = sample(info, dev, dtype, false, nonfinite);
+        Values values;  // the inputs as rounded to the dtype: the reference sees what the op sees
+        double scale = 0;
+        for (const Tensor& t : in) {
+          values.push_back(to_vector<double>(t));
+          scale = std::max(scale, max_abs(values.back()));
+        }
+        const Tensor out = info.f(in);
+        const std::vector<double> ref = info.reference(values);
+        CHECK_MESSAGE((!out.is_floating_point() || out.dtype() == dtype), what << ": gave " << dtype_name(out.dtype()));
+        scale = std::max(scale, max_abs(ref));
+        const double tol = out.is_floating_point() ? tolerance(dtype, info.steps, info.R, scale) : 0.0;  // bool, int64: exact
+        check_close(what, to_vector<double>(out), ref, tol);
+        if (dev.is_cpu() && is_half(dtype)) check_rounded_once(what, info, dtype, in, out, scale);
       }
-      const Tensor out = info.f(in);
-      const std::vector<double> ref = info.reference(values);
-      CHECK_MESSAGE((!out.is_floating_point() || out.dtype() == dtype), what << ": gave " << dtype_name(out.dtype()));
-      const double tol = out.is_floating_point() ? tolerance(dtype, info.steps, info.R, std::max(scale, max_abs(ref))) : 0.0;  // bool, int64: exact
-      check_close(what, to_vector<double>(out), ref, tol);
-    }
 }
 
 DEVICE_TEST_CASE("OpInfo: gradcheck and gradgradcheck in float64") {
@@ -368,6 +441,16 @@ TEST_CASE("every op of tensor/ops.def has an OpInfo entry or is tested by hand e
   }
 }
 
+// The NaN/inf sample is generated for every entry; one that opts out must say why in a sentence
+// (a word or two is no reason), and so must an op tested by hand, naming where its NaN is tested.
+TEST_CASE("every op takes the NaN/inf sample or says why not") {
+  auto is_reason = [](const std::string& why) { return std::count(why.begin(), why.end(), ' ') >= 4; };
+  for (const OpInfo& info : kInfos)
+    CHECK_MESSAGE((info.no_nonfinite.empty() || is_reason(info.no_nonfinite)), info.name() << ": opts out of the NaN/inf sample without a reason");
+  for (const ByHand& h : by_hand())
+    CHECK_MESSAGE(is_reason(h.nonfinite), amp::policy(h.op).name << ": tested by hand, without saying where NaN and inf are tested");
+}
+
 DEVICE_TEST_CASE("every op of tensor/ops.def consults the policy table") {
   manual_seed(5);
   const std::vector<ByHand> hand = by_hand();
@@ -384,5 +467,76 @@ DEVICE_TEST_CASE("every op of tensor/ops.def consults the policy table") {
     const auto& events = trace.events();
     CHECK_MESSAGE(std::any_of(events.begin(), events.end(), [&](const amp::TraceEvent& e) { return e.op == op; }),
                   "op never consulted the table: " << amp::policy(op).name);
+  }
+}
+
+// The NaN/inf sample of the ops by_hand() tests elsewhere, each against what PyTorch gives: a NaN
+// or inf reaches every output whose inputs hold it, and no other.
+DEVICE_TEST_CASE("ops tested by hand keep NaN and inf where PyTorch does") {
+  auto values = [](const Tensor& t) { return to_vector<double>(t); };
+  auto nan_at = [](const std::vector<double>& v) {
+    std::vector<bool> at;
+    for (double x : v) at.push_back(std::isnan(x));
+    return at;
+  };
+  // (2, 3): a NaN at (0, 1), inf at (1, 2)
+  const Tensor x = from_vector<double>({1, NAN, 3, -4, 5, INFINITY}).reshape({2, 3}).to(dev);
+  for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+    INFO(dtype_name(dtype));
+    const Tensor xd = x.to(dtype);
+    const std::vector<double> p = values(permute(xd, {1, 0}));
+    CHECK((std::isnan(p[2]) && p[5] == INFINITY));  // (0, 1) moved to (1, 0), (1, 2) to (2, 1)
+    for (DType to_dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+      const std::vector<double> v = values(to(xd, to_dtype));
+      CHECK((std::isnan(v[1]) && v[5] == INFINITY && v[0] == 1));
+    }
+    // layer_norm: the row holding the NaN is NaN, and so is the one holding inf (inf − inf); in
+    // (2, 3) again with the NaN moved, a finite row stays finite
+    CHECK(nan_at(values(layer_norm(xd, {3}))) == std::vector<bool>(6, true));
+    const Tensor one_bad = from_vector<double>({1, 2, 3, -4, NAN, 6}).reshape({2, 3}).to(dev).to(dtype);
+    CHECK(nan_at(values(layer_norm(one_bad, {3}))) == std::vector<bool>{false, false, false, true, true, true});
+    // batch_norm over (N, C) = (2, 3): channel 1 holds the NaN, channel 2 the inf (its variance is inf − inf)
+    CHECK(nan_at(values(batch_norm(xd, {}, {}, {}, {}, true))) == std::vector<bool>{false, true, true, false, true, true});
+    // group_norm, 3 groups of one channel of (1, 3, 2): the NaN's group only
+    const Tensor g = from_vector<double>({1, 2, NAN, 4, 5, 6}).reshape({1, 3, 2}).to(dev).to(dtype);
+    CHECK(nan_at(values(group_norm(g, 3))) == std::vector<bool>{false, false, true, true, false, false});
+    // dropout multiplies by its mask, so a dropped NaN stays NaN (NaN · 0), as in PyTorch
+    CHECK(nan_at(values(dropout(one_bad, 0.5, true))) == std::vector<bool>{false, false, false, false, true, false});
+    // embedding: the rows taken from the NaN's row
+    const std::vector<double> e = values(embedding(from_vector<int64_t>({1, 0, 1}).to(dev), xd));
+    CHECK(nan_at(e) == std::vector<bool>{false, false, false, false, true, false, false, false, false});
+    // max_pool2d over (1, 1, 2, 4) in 2×2 windows: a NaN wins its window, then inf
+    const Tensor img = from_vector<double>({1, NAN, 3, INFINITY, 5, 6, 7, 8}).reshape({1, 1, 2, 4}).to(dev).to(dtype);
+    const std::vector<double> pooled = values(max_pool2d(img, 2));
+    CHECK((std::isnan(pooled[0]) && pooled[1] == INFINITY));
+    // conv2d with a 1×2 kernel of ones over (1, 1, 1, 4): the windows holding the NaN are NaN, the
+    // one holding inf is inf (and −inf + inf would be NaN, as PyTorch's)
+    const Tensor row = from_vector<double>({1, NAN, 3, INFINITY}).reshape({1, 1, 1, 4}).to(dev).to(dtype);
+    const std::vector<double> c = values(conv2d(row, ones({1, 1, 1, 2}).to(dtype).to(dev)));
+    CHECK((std::isnan(c[0]) && std::isnan(c[1]) && c[2] == INFINITY));
+  }
+}
+
+// relu is PyTorch's clamp_min(x, 0), its backward threshold_backward(g, y, 0) = (y <= 0 ? 0 : g):
+// a NaN input gives NaN and passes its gradient on. abs's backward is g·sgn(x), sgn(NaN) = sgn(0) =
+// 0, so a NaN gradient at 0 stays NaN. The exact values PyTorch gives, in every dtype.
+DEVICE_TEST_CASE("relu and abs: NaN passes forward, and backward gives PyTorch's gradient exactly") {
+  for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+    INFO(dtype_name(dtype));
+    auto tensor = [&](std::vector<double> v) { return from_vector<double>(v).to(dtype).to(dev); };
+    auto same = [](const Tensor& t, std::vector<double> want) {
+      const std::vector<double> got = to_vector<double>(t);
+      for (size_t i = 0; i < want.size(); ++i)
+        if (!(std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i])) return false;
+      return got.size() == want.size();
+    };
+    Tensor x = tensor({NAN, -1, 0, 2, INFINITY, -INFINITY, -3}).requires_grad_();
+    Tensor y = relu(x);
+    CHECK(same(y, {NAN, 0, 0, 2, INFINITY, 0, 0}));
+    y.backward(tensor({0.5, 0.25, 3, 0.75, 1.5, 2, NAN}));
+    CHECK(same(x.grad(), {0.5, 0, 0, 0.75, 1.5, 0, 0}));  // the NaN's gradient passes; y <= 0 gives 0, even for a NaN g
+    Tensor a = tensor({NAN, -1, 0, 2}).requires_grad_();
+    abs(a).backward(tensor({0.5, 0.25, NAN, 0.75}));
+    CHECK(same(a.grad(), {0, -0.25, NAN, 0.75}));
   }
 }
