@@ -66,17 +66,23 @@ double max_abs(const Tensor& t) {
   return m;
 }
 
-// Element-wise |a − b| <= tol, NaN matching NaN; names the first offender.
-void check_close(const std::string& what, const Tensor& on_cpu, const Tensor& on_gpu, int steps, int64_t R, double terms) {
+// Element-wise |a − b| <= tol, NaN matching NaN; names the first offender. `rounded` >= 0: the
+// forward of a 16-bit op that rounds that many times before its last, held per element to
+// tolerance.h's cpu_cuda_half_tolerance rather than to the chain bound above.
+void check_close(const std::string& what, const Tensor& on_cpu, const Tensor& on_gpu, int steps, int64_t R, double terms, int rounded = -1) {
   REQUIRE_MESSAGE(on_gpu.device().is_cuda(), what << " ran on " << on_gpu.device().str());
   REQUIRE_MESSAGE((on_cpu.shape() == on_gpu.shape() && on_cpu.dtype() == on_gpu.dtype()),
                   what << ": cpu " << shape_str(on_cpu.shape()) << " " << dtype_name(on_cpu.dtype()) << ", cuda "
                        << shape_str(on_gpu.shape()) << " " << dtype_name(on_gpu.dtype()));
   const std::vector<double> a = to_vector<double>(on_cpu), b = to_vector<double>(on_gpu);
-  const double tol = on_cpu.is_floating_point() ? cpu_cuda_tolerance(on_cpu.dtype(), steps, R, std::max(max_abs(on_cpu), terms)) : 0.0;
+  const double scale = std::max(max_abs(on_cpu), terms);
+  const double chain = on_cpu.is_floating_point() ? cpu_cuda_tolerance(on_cpu.dtype(), steps, R, scale) : 0.0;
+  const bool per_element = rounded >= 0 && is_half(on_cpu.dtype());
+  double tol = chain;
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    const bool ok = (std::isnan(a[i]) && std::isnan(b[i])) || std::abs(a[i] - b[i]) <= tol;
+    if (per_element) tol = cpu_cuda_half_tolerance(on_cpu.dtype(), rounded, R, std::max(std::abs(a[i]), std::abs(b[i])), scale);
+    const bool ok = a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])) || std::abs(a[i] - b[i]) <= tol;
     if (!ok && bad++ == 0) first = i;
   }
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << a.size() << " elements differ by more than " << tol << "; element "
@@ -90,22 +96,26 @@ struct OpCase {
   int64_t R;  // the longest float32 sum in forward or backward
   int steps;  // roundings to the dtype along the longest chain, forward and backward
   std::function<Tensor(In)> f;
+  int rounded = 0;  // a simple op's forward: roundings to the dtype before its last (check_close)
 };
 
 // A constant tensor where x lives (targets, conditions).
 Tensor beside(const Tensor& x, const Tensor& t) { return t.to(x.device()); }
 
 // Every op of autograd/ops.h. Steps: 8 for a primitive and its backward (a backward such as
-// sigmoid's, g·y·(1 − y), is three more roundings), 32 for composites of many primitives.
+// sigmoid's, g·y·(1 − y), is three more roundings), 32 for composites of many primitives, whose
+// forward keeps that chain bound too; a simple op's 16-bit forward is held per element, its
+// roundings before the last counted in `rounded`.
+constexpr int simple = 8, composite = 32;
 std::vector<OpCase> op_table() {
-  const int simple = 8, composite = 32;
   return {
       // ---- elementwise (broadcasting: the broadcast input's gradient sums over the broadcast dims)
       {"add", {{4, 6}, {6}}, -1, 1, 4, simple, [](In i) { return add(i[0], i[1]); }},
       {"sub", {{4, 1}, {1, 6}}, -1, 1, 6, simple, [](In i) { return sub(i[0], i[1]); }},
       {"mul", {{4, 6}, {4, 1}}, -1, 1, 6, simple, [](In i) { return mul(i[0], i[1]); }},
       {"div", {{4, 6}, {6}}, 0.5, 2, 4, simple, [](In i) { return div(i[0], i[1]); }},
-      {"scalar operators", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return (2.0 - i[0]) * 3.0 + 1.5 / i[0] - i[0] / 4.0 + (-i[0]); }},
+      // five roundings before the last: 2 − x, ·3, 1.5/x, and two of the sums (x/4 and −x are exact)
+      {"scalar operators", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return (2.0 - i[0]) * 3.0 + 1.5 / i[0] - i[0] / 4.0 + (-i[0]); }, 5},
       {"neg", {{4, 6}}, -1, 1, 1, simple, [](In i) { return neg(i[0]); }},
       {"pow 3", {{4, 6}}, -1, 1, 1, simple, [](In i) { return pow(i[0], 3); }},
       {"pow 0.5", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return pow(i[0], 0.5); }},
@@ -174,7 +184,7 @@ std::vector<OpCase> op_table() {
       {"matmul batched (B,M,K)(K,N)", {{3, 5, 16}, {16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
       // a's gradient sums N·B = 21 products over the broadcast batch
       {"matmul broadcast batch (1,M,K)(B,K,N)", {{1, 5, 16}, {3, 16, 7}}, -1, 1, 21, simple, [](In i) { return matmul(i[0], i[1]); }},
-      {"linear", {{6, 16}, {5, 16}, {5}}, -1, 1, 16, simple, [](In i) { return linear(i[0], i[1], i[2]); }},
+      {"linear", {{6, 16}, {5, 16}, {5}}, -1, 1, 16, simple, [](In i) { return linear(i[0], i[1], i[2]); }, 1},  // the product, then the bias
       // ---- neural-network ops
       {"softmax last dim", {{4, 9}}, -3, 3, 9, simple, [](In i) { return softmax(i[0], 1); }},
       {"softmax dim 0", {{4, 9}}, -3, 3, 4, simple, [](In i) { return softmax(i[0], 0); }},
@@ -229,7 +239,7 @@ TEST_CASE("every op of autograd/ops.h: CUDA matches the CPU, forward and backwar
         inputs = std::max(inputs, max_abs(x));
       }
       Tensor y_cpu = op.f(on_cpu), y_gpu = op.f(on_gpu);
-      check_close(what + " forward", y_cpu, y_gpu, op.steps, op.R, inputs);
+      check_close(what + " forward", y_cpu, y_gpu, op.steps, op.R, inputs, op.steps == composite ? -1 : op.rounded);
       if (!y_cpu.requires_grad()) continue;  // comparisons and indices: no gradient
       Tensor g = randn(y_cpu.shape(), y_cpu.dtype());
       y_cpu.backward(g);
