@@ -119,8 +119,7 @@ Tensor sigmoid(const Tensor& x) {  // d/dx σ(x) = y (1 - y)
 }
 // The backwards of relu and gelu are fused kernels, recorded as ops of their own so that a
 // create_graph backward can differentiate them again.
-//   relu_backward(g, y) = 0 where y <= 0, else g (PyTorch's threshold_backward: a NaN y passes g
-//   on): linear in g, and flat in y (almost everywhere)
+//   relu_backward(g, y) = (y <= 0 ? 0 : g), PyTorch's threshold_backward: linear in g, flat in y (almost everywhere)
 static Tensor relu_backward(const Tensor& g, const Tensor& y) {
   Tensor out = kernels::binary(Binary::relu_backward, g, y);
   record("relu_backward", out, {g}, [y = Saved(y)](const Tensor& gg, const Needs&) { return grads(relu_backward(gg, y)); });

@@ -50,8 +50,7 @@ struct Add { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return
 struct Sub { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return x - y; } };
 struct Mul { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return x * y; } };
 struct Div { template <class A> AMPGRAD_HD A operator()(A x, A y) const { return x / y; } };
-// PyTorch's threshold_backward(g, y, 0): 0 where y <= 0, else g, so a NaN y passes g on.
-struct ReluBackward { template <class A> AMPGRAD_HD A operator()(A g, A y) const { return y <= A(0) ? A(0) : g; } };
+struct ReluBackward { template <class A> AMPGRAD_HD A operator()(A g, A y) const { return y <= A(0) ? A(0) : g; } };  // PyTorch's threshold_backward: a NaN y passes g
 struct GeluBackward { template <class A> AMPGRAD_HD A operator()(A g, A x) const { return g * math::gelu_grad(x); } };
 struct Eq { template <class A> AMPGRAD_HD bool operator()(A x, A y) const { return x == y; } };
 struct Ne { template <class A> AMPGRAD_HD bool operator()(A x, A y) const { return x != y; } };

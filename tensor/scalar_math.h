@@ -15,8 +15,7 @@ using std::erf;
 using std::exp;  // so float stays float: the std overloads, not C's double versions
 
 template <class A> AMPGRAD_HD inline A sigmoid(A x) { return A(1) / (A(1) + exp(-x)); }
-// relu is PyTorch's clamp_min(x, 0): a NaN passes through (x > 0 alone would turn it into 0).
-template <class A> AMPGRAD_HD inline A relu(A x) { return x > A(0) || x != x ? x : A(0); }
+template <class A> AMPGRAD_HD inline A relu(A x) { return x > A(0) || x != x ? x : A(0); }  // PyTorch's clamp_min(x, 0): NaN stays NaN
 
 // ---- softmax cross-entropy's gradient at one element (tensor/primitives.inc): each product and
 // sum rounded on its own, as the separate ops of its composite form round (autograd/nn_ops.cpp).
