@@ -9,7 +9,7 @@
 // How to add a test for a new op: one entry in op_infos() — its amp::Op, a variant name, the
 // inputs' shapes and domain, the op as a lambda, and its reference in double (closed form, from
 // the inputs' values in row-major order, NaN and ±inf included, as PyTorch treats them); for a
-// sum or a chain of roundings, R, steps and rounded too (see tolerance() and rounded_once()).
+// sum or a chain of roundings, R, steps and rounded too (see tolerance() and check_rounded_once()).
 // exp's entry is the whole of its tests:
 //   {Op::exp, "", {{{4, 6}, -2, 2}}, [](In i) { return exp(i[0]); }, map1([](double x) { return std::exp(x); })},
 // The completeness test finds it; an op whose tests need more than a row goes in by_hand().
