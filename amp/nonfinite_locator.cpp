@@ -60,9 +60,9 @@ NonFiniteLocator::~NonFiniteLocator() { remove_observer(this); }
 std::string NonFiniteLocator::parameter_of(const Tensor& t) const {
   if (!t.defined()) return "";
   if (auto it = names_.find(t.impl_ptr().get()); it != names_.end()) return it->second;
-  // autocast's cast of a weight: a "to" node whose one edge is the weight
+  // one step from a weight: autocast's cast of it, or a view (a node with the weight as its one edge)
   const std::shared_ptr<autograd::Node>& fn = t.grad_fn();
-  if (fn && std::strcmp(fn->name, "to") == 0 && !fn->edges.empty() && fn->edges[0].leaf)
+  if (fn && fn->edges.size() == 1 && fn->edges[0].leaf)
     if (auto it = names_.find(fn->edges[0].leaf.get()); it != names_.end()) return it->second;
   return "";
 }

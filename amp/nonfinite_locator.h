@@ -72,7 +72,7 @@ class NonFiniteLocator final : public Observer {
   void on_span_end(const char* name, SpanKind kind) override;
 
  private:
-  std::string parameter_of(const Tensor& t) const;  // t, or the autocast cast of t, as a parameter's name; "" if neither
+  std::string parameter_of(const Tensor& t) const;  // t, or a cast or view of t, as a parameter's name; "" if neither
   bool mine() const { return std::this_thread::get_id() == thread_ && !busy_; }
 
   std::unordered_map<const TensorImpl*, std::string> names_;

@@ -22,6 +22,10 @@ SkipWatch::SkipWatch(SkipWatchOptions options, NamedParameters parameters, std::
     : options_(std::move(options)), parameters_(std::move(parameters)), buffers_(std::move(buffers)), log_(log) {
   AMPGRAD_CHECK(options_.max_skipped_steps >= 0, "SkipWatch: max_skipped_steps must be >= 0, got " << options_.max_skipped_steps);
   if (options_.detect_anomaly) armed_.emplace(parameters_, options_.prefix);
+  // made now, where the weights live, so that a run's memory figures are the same with the watch or without
+  const Device device = parameters_.empty() ? Device::cpu() : parameters_[0].second.device();
+  streak_ = zeros({}, TensorOptions().device(device));
+  first_bad_loss_ = zeros({}, TensorOptions().device(device));
 }
 
 void SkipWatch::begin_step(const Tensor& batch, Replay replay) {
@@ -47,7 +51,6 @@ void SkipWatch::check_loss(int epoch, int64_t step, const Tensor& loss, const Gr
   NoGradGuard no_grad;
   // the first step whose loss is inf or NaN (x - x is NaN exactly for those), on the device
   const Tensor l = loss.detach().to(kFloat32), zero = zeros({}, TensorOptions().device(l.device()));
-  if (!first_bad_loss_.defined()) first_bad_loss_ = zero.clone();
   first_bad_loss_ = first_bad_loss_ + ne(l - l, zero).to(kFloat32) * eq(first_bad_loss_, zero).to(kFloat32) * double(step);
   if (!read_now(l)) return;
   if (const int64_t first = int64_t(first_bad_loss_.item<float>()); first > 0) {
@@ -59,10 +62,15 @@ void SkipWatch::check_loss(int epoch, int64_t step, const Tensor& loss, const Gr
 }
 
 void SkipWatch::end_step(const GradScaler& scaler, const StepResult& stepped) {
+  // Held no longer than the step: the batch is the trainer's to free (its memory figures count on it).
+  struct Release {
+    SkipWatch& w;
+    ~Release() { w.batch_ = Tensor(), w.replay_ = nullptr; }
+  } release{*this};
   const Tensor& found = stepped.found_inf();
   if (!found.defined()) return;
   NoGradGuard no_grad;
-  streak_ = streak_.defined() ? found * (streak_ + 1.0) : found.clone();  // 0 after a step taken
+  streak_ = found * (streak_ + 1.0);  // 0 after a step taken
   if (!read_now(found)) return;
   const int64_t streak = int64_t(streak_.item<float>());
   if (streak == 0) return;
@@ -113,8 +121,11 @@ std::string SkipWatch::explain(double scale) {
   if (!recorded && replay_) for (auto& [name, p] : parameters_) p.set_grad(Tensor());  // the replay's, not the step's
   os << "gradients holding inf/NaN (" << (recorded ? "this step" : "the step replayed") << ", loss scale " << scale << "):";
   if (bad.empty()) os << " none";
-  for (const BadGradient& b : bad)
-    os << "\n  " << b.name << ": " << b.count.total() << " of " << b.numel << " (" << b.count.inf << " inf, " << b.count.nan << " NaN)";
+  const size_t shown = 8;  // a GPT's every tensor would be a screen
+  for (size_t i = 0; i < bad.size() && i < shown; ++i)
+    os << "\n  " << bad[i].name << ": " << bad[i].count.total() << " of " << bad[i].numel << " (" << bad[i].count.inf << " inf, "
+       << bad[i].count.nan << " NaN)";
+  if (bad.size() > shown) os << "\n  ... and " << bad.size() - shown << " more parameters";
   os << "\n" << (located_ ? located_->str() : "first inf/NaN: none found (the replay stayed finite)") << suggestion();
   return os.str();
 }
