@@ -54,9 +54,11 @@ void SkipWatch::check_loss(int epoch, int64_t step, const Tensor& loss, const Gr
   first_bad_loss_ = first_bad_loss_ + ne(l - l, zero).to(kFloat32) * eq(first_bad_loss_, zero).to(kFloat32) * double(step);
   if (!read_now(l)) return;
   if (const int64_t first = int64_t(first_bad_loss_.item<float>()); first > 0) {
+    const float value = loss.item<float>();
     std::ostringstream os;
-    os << "stopped at " << where() << ": the loss is " << (std::isnan(loss.item<float>()) ? "nan" : std::to_string(loss.item<float>())) << " (first not finite at step " << first
-       << (epoch_ > 0 ? " of this epoch" : "") << "), with no GradScaler to skip the step\n" << explain(1.0);
+    os << "stopped at " << where() << ": the loss is " << (std::isnan(value) ? "nan" : std::to_string(value));
+    if (first != step) os << " (first not finite at step " << first << ": on a GPU the watch reads every --max-skipped-steps steps)";
+    os << ", with no GradScaler to skip the step\n" << explain(1.0);
     throw Stop(os.str());
   }
 }

@@ -353,7 +353,7 @@ TEST_CASE("GPT: a rate of 1e30 overflows the weights: bf16 stops at the NaN loss
   c.lr = 1e30, c.warmup_steps = 0, c.sample_chars = 0, c.amp = "bf16";
   std::ostringstream log;
   const std::string stop = error_of([&] { gpt::train(c, log); });
-  CHECK(stop.find("stopped at step 2: the loss is nan (first not finite at step 2), with no GradScaler to skip the step\n") == 0);
+  CHECK(stop.find("stopped at step 2: the loss is nan, with no GradScaler to skip the step\n") == 0);
   CHECK(stop.find("\n  ... and 21 more parameters\n") != std::string::npos);  // 29 tensors, 8 shown
   CHECK(stop.find("first inf/NaN: forward, op linear, module model.h.0.attn.c_attn, ran in bfloat16 (policy row linear: lower_precision)\n") !=
         std::string::npos);

@@ -466,7 +466,7 @@ TEST_CASE("bf16 with a NaN weight: the first step stops at its NaN loss, naming 
   c.amp = "bf16", c.epochs = 2, c.batch_size = 16;
   std::ostringstream log;
   const std::string stop = error_of([&] { mnist::train(c, log); });
-  CHECK(stop.find("stopped at epoch 2, step 1: the loss is nan (first not finite at step 1 of this epoch), with no GradScaler to skip the step\n") == 0);
+  CHECK(stop.find("stopped at epoch 2, step 1: the loss is nan, with no GradScaler to skip the step\n") == 0);
   CHECK(stop.find("first inf/NaN: forward, op to, module model.5, ran in bfloat16 (policy row linear: lower_precision)\n"
                   "  its output held 0 inf and 5120 NaN; its input model.5.weight already held 0 inf and 5120 NaN") != std::string::npos);
 }

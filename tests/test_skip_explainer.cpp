@@ -125,7 +125,7 @@ TEST_CASE("a NaN in the input batch is named as the input, and a bfloat16 step w
   amp::GradScaler off({.enabled = false});
   amp::SkipWatch watch = s.watch({});
   const std::string stop = stop_message([&] { s.step(watch, off, 7, kBFloat16); });
-  CHECK(stop.find("stopped at epoch 1, step 7: the loss is nan (first not finite at step 7 of this epoch), with no GradScaler to skip the step\n") == 0);
+  CHECK(stop.find("stopped at epoch 1, step 7: the loss is nan, with no GradScaler to skip the step\n") == 0);
   CHECK(stop.find("first inf/NaN: the input batch held 0 inf and 8 NaN before any op ran") != std::string::npos);
 }
 
