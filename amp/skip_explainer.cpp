@@ -128,18 +128,18 @@ std::string SkipWatch::explain(double scale) {
     os << "\n  " << bad[i].name << ": " << bad[i].count.total() << " of " << bad[i].numel << " (" << bad[i].count.inf << " inf, "
        << bad[i].count.nan << " NaN)";
   if (bad.size() > shown) os << "\n  ... and " << bad.size() - shown << " more parameters";
-  os << "\n" << (located_ ? located_->str() : "first inf/NaN: none found (the replay stayed finite)") << suggestion();
+  os << "\n" << (located_ ? located_->str() : "first inf/NaN: none found (the replay stayed finite)") << suggestion(scale);
   return os.str();
 }
 
-// What to change, given where the first inf/NaN appeared.
-std::string SkipWatch::suggestion() const {
+// What to change, given where the first inf/NaN appeared and the loss scale it appeared at.
+std::string SkipWatch::suggestion(double scale) const {
   if (!located_ || located_->op.empty()) return "";
+  if (located_->dtype == kFloat16 && located_->backward && scale > 1)
+    return "\na scaled gradient overflowed float16: the GradScaler halves the scale and steps again (usual while it finds its level)";
   if (located_->dtype == kFloat16 && located_->policy == Cast::lower_precision)
     return "\nfloat16 cannot hold this model's values at " + located_->policy_op + ": try --amp bf16 (float32's range), or run " +
            located_->policy_op + " in float32 (its row in tensor/ops.def: lower_precision -> fp32)";
-  if (located_->dtype == kFloat16)
-    return "\nfloat16 overflowed here: try --amp bf16 (float32's range) or a smaller --lr";
   return "";
 }
 

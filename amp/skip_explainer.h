@@ -65,7 +65,7 @@ class SkipWatch {
 
  private:
   bool read_now(const Tensor& t) const;
-  std::string suggestion() const;
+  std::string suggestion(double scale) const;
   std::string where() const;  // "epoch 2, step 17", or "step 17" when epoch is 0
 
   SkipWatchOptions options_;

@@ -150,6 +150,15 @@ TEST_CASE("an overflow that only the backward meets (a huge loss scale) names th
   CHECK(where.report()->str() ==
         "first inf/NaN: backward, op to in the backward of node to, ran in float16\n"
         "  its output held 8 inf and 0 NaN; largest |input| 3.75e+37 (input 0) beside float16's max 65504");
+  // At the GradScaler's 65536 the weight gradient of model.2, g (2, 4) of about 24576 times h (2, 8) of 4s, is 196608.
+  amp::GradScaler scaler;
+  amp::SkipWatch watch = s.watch({.max_skipped_steps = 1});
+  const std::string stop = stop_message([&] { s.step(watch, scaler, 1); });
+  CHECK(stop.find("gradients holding inf/NaN (the step replayed, loss scale 65536):\n  model.2.weight: 32 of 32 (32 inf, 0 NaN)\n"
+                  "first inf/NaN: backward, op matmul in the backward of node linear, ran in float16\n"
+                  "  its output held 32 inf and 0 NaN; largest |input| 24576 (input 0) beside float16's max 65504\n"
+                  "a scaled gradient overflowed float16: the GradScaler halves the scale and steps again (usual while it finds its level)") !=
+        std::string::npos);
 }
 
 TEST_CASE("--detect-anomaly: the step itself is watched, so no replay is needed") {
