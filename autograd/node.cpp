@@ -1,5 +1,6 @@
 // node.cpp — how an op records its node (record, attach, edge_to) and how a long chain of nodes
 // is freed without recursion. Running the graph is engine.cpp's.
+#include <algorithm>
 #include <atomic>
 
 #include "autograd/node.h"
@@ -46,11 +47,9 @@ void attach(Tensor& out, std::shared_ptr<Node> node) {
 }
 
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward) {
-  announce([&](Observer& o) { o.on_op_output(out, name); });
-  if (!is_grad_enabled()) return;
-  bool any = false;
-  for (const Tensor& x : inputs) any = any || (x.defined() && x.requires_grad());
-  if (!any) return;
+  announce([&](Observer& o) { o.on_op_output(out, name, inputs); });
+  auto wants_grad = [](const Tensor& x) { return x.defined() && x.requires_grad(); };
+  if (!is_grad_enabled() || std::none_of(inputs.begin(), inputs.end(), wants_grad)) return;
   auto node = std::make_shared<Node>();
   node->name = name;
   for (const Tensor& x : inputs) {

@@ -79,7 +79,7 @@ void MemoryHistory::on_free(Device device, const void* block, int64_t bytes) {
 
 // The name is written into the block's allocation event, so every question, the peak's
 // included, sees the block as the op's.
-void MemoryHistory::on_op_output(const Tensor& out, const char* op) {
+void MemoryHistory::on_op_output(const Tensor& out, const char* op, const std::vector<Tensor>&) {
   // A view's block is its base's, named already (a view of a weight is not the weight's maker).
   if (MadeBy::now().name || !out.defined() || out.impl().is_view || out.device() != device_) return;
   try {

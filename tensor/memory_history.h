@@ -83,7 +83,7 @@ class MemoryHistory final : public Observer {
   // kept is counted, and print says so.
   void on_alloc(Device device, const void* block, int64_t bytes) override;
   void on_free(Device device, const void* block, int64_t bytes) override;
-  void on_op_output(const Tensor& out, const char* op) override;  // a primitive's block takes the op's name
+  void on_op_output(const Tensor& out, const char* op, const std::vector<Tensor>& inputs) override;  // a primitive's block takes the op's name
 
   Device device_;
   std::chrono::steady_clock::time_point start_;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "tensor/device.h"
 
@@ -28,7 +29,7 @@ struct Observer {
   virtual void on_kernel_end(const char* kernel, Device device) {}    // also when it throws
   virtual void on_alloc(Device device, const void* block, int64_t bytes) {}  // bytes as memory_stats counts them
   virtual void on_free(Device device, const void* block, int64_t bytes) {}
-  virtual void on_op_output(const Tensor& out, const char* op) {}  // record(): op returned out
+  virtual void on_op_output(const Tensor& out, const char* op, const std::vector<Tensor>& inputs) {}  // record(): op made out of inputs, as cast
   // After the last gradient one backward pass sends a leaf is added into its .grad: PyTorch's
   // post-accumulate-grad hook, where data-parallel training starts reducing that gradient.
   virtual void on_grad_accumulated(const Tensor& leaf) {}

@@ -78,7 +78,7 @@ void TraceWriter::on_alloc(Device device, const void* block, int64_t bytes) {
 
 // record() announces an op's output after the op's kernels ran: the last one is the op's if it
 // allocated the output (not so for a view, or an op that returned its input).
-void TraceWriter::on_op_output(const Tensor& out, const char* op) {
+void TraceWriter::on_op_output(const Tensor& out, const char* op, const std::vector<Tensor>&) {
   if (!listening() || unlabelled_kernel_ < 0 || !out.defined() || out.impl().is_view) return;
   if (std::find(kernel_blocks_.begin(), kernel_blocks_.end(), out.impl().storage->data) == kernel_blocks_.end()) return;
   nlohmann::json& args = done_[unlabelled_kernel_].args;

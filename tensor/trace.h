@@ -37,7 +37,7 @@ class TraceWriter final : public Observer {
   void on_kernel_begin(const char* kernel, Device device) override;
   void on_kernel_end(const char* kernel, Device device) override;
   void on_alloc(Device device, const void* block, int64_t bytes) override;
-  void on_op_output(const Tensor& out, const char* op) override;
+  void on_op_output(const Tensor& out, const char* op, const std::vector<Tensor>& inputs) override;
   void on_span_begin(const char* name, SpanKind kind) override;
   void on_span_end(const char* name, SpanKind kind) override;
 

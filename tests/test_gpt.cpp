@@ -344,3 +344,26 @@ TEST_CASE("GPT: checkpoint step counts that are not counts are refused, naming t
   CHECK(resume_error("scheduler.last_epoch", "1e300") ==
         "LRScheduler::load_state_dict: 'last_epoch' must be a whole number in [0, 9223372036854775807], got 1e+300");
 }
+
+// ---- when steps go non-finite (examples/failure_watch.h, amp/skip_explainer.h) ----
+
+TEST_CASE("GPT: a rate of 1e30 overflows the weights: bf16 stops at the NaN loss and fp16 after --max-skipped-steps, each naming the layer") {
+  TempDir dir;
+  gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
+  c.lr = 1e30, c.warmup_steps = 0, c.sample_chars = 0, c.amp = "bf16";
+  std::ostringstream log;
+  const std::string stop = error_of([&] { gpt::train(c, log); });
+  CHECK(stop.find("stopped at step 2: the loss is nan, with no GradScaler to skip the step\n") == 0);
+  CHECK(stop.find("\n  ... and 21 more parameters\n") != std::string::npos);  // 29 tensors, 8 shown
+  CHECK(stop.find("first inf/NaN: forward, op linear, module model.h.0.attn.c_attn, ran in bfloat16 (policy row linear: lower_precision)\n") !=
+        std::string::npos);
+  const CommandResult r = run_command(std::string(TRAINER_COMMAND) + " --text " + std::string(dir / "text.txt") +
+                                      " --steps 20 --lr 1e30 --warmup-steps 0 --block-size 16 --layers 2 --heads 2 --embd 32 --batch-size 8 "
+                                      "--threads 1 --sample 0 --amp fp16 --max-skipped-steps 3");
+  CAPTURE(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("gpt: stopped at step 4: 3 optimizer steps in a row were skipped (--max-skipped-steps 3), each for inf/NaN in its "
+                      "gradients; the loss scale is now 8192\n") != std::string::npos);
+  CHECK(r.output.find("first inf/NaN: forward, op to, no module's parameter (it ran after module model.h.0.ln_1), ran in float16 (policy row "
+                      "linear: lower_precision)\n") != std::string::npos);
+}

@@ -34,7 +34,7 @@ template <> struct StringMaker<Groups> {
 
 // What record() announces when an op returns out.
 static void name_output(const Tensor& out, const char* op) {
-  announce([&](Observer& o) { o.on_op_output(out, op); });
+  announce([&](Observer& o) { o.on_op_output(out, op, {}); });
 }
 
 static Groups tuples(const std::vector<MemoryGroup>& groups) {

@@ -4,6 +4,7 @@
 // One case trains on the real MNIST digits when scripts/get-data.sh has fetched them.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -407,4 +408,83 @@ TEST_CASE("checkpoint numbers that are not counts are refused, naming the file, 
   // an optimizer step count of 1e300 was reported as a "missing key"
   CHECK(resume_error("optimizer.state.0.step", "1e300") ==
         "Optimizer::load_state_dict: 'state.0.step' must be a whole number in [1, 9223372036854775807], got 1e+300");
+}
+
+// ---- when steps go non-finite (examples/failure_watch.h, amp/skip_explainer.h) ----
+
+// The small run's checkpoint with one tensor multiplied by `factor` (NaN: filled with NaN).
+static std::string tampered_checkpoint(const TempDir& dir, const std::string& from, const std::string& key, double factor) {
+  data::SafeTensors saved = data::load_safetensors(from);
+  for (auto& [name, t] : saved.tensors)
+    if (name == key) t = std::isnan(factor) ? full(t.shape(), NAN) : t * factor;
+  const std::string path = dir / "tampered.safetensors";
+  data::save_safetensors(path, saved.tensors, saved.metadata);
+  return path;
+}
+
+TEST_CASE("issue 29's case: model.3.weight x 1e6 resumed under fp16 stops after --max-skipped-steps, naming model.3") {
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  const mnist::TrainConfig c = saved_small_run(dir);
+  const std::string ck = tampered_checkpoint(dir, c.resume_path, "model.3.weight", 1e6);
+  const CommandResult r = run_command(std::string(TRAINER_COMMAND) + " --data " + dir.path.string() + " --amp fp16 --epochs 5 --limit-train 64 " +
+                                      "--batch-size 16 --threads 1 --max-skipped-steps 3 --resume " + ck);
+  CAPTURE(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("mnist: stopped at epoch 2, step 3: 3 optimizer steps in a row were skipped (--max-skipped-steps 3), each for "
+                      "inf/NaN in its gradients; the loss scale is now 8192\n") != std::string::npos);
+  CHECK(r.output.find("first inf/NaN: forward, op linear, module model.3, ran in float16 (policy row linear: lower_precision)\n") != std::string::npos);
+  CHECK(r.output.find("float16 cannot hold this model's values at linear: try --amp bf16") != std::string::npos);
+  CHECK(r.output.find("epoch 2/5") == std::string::npos);  // stopped inside the epoch, before its line
+}
+
+TEST_CASE("--explain-skips says why at the first skip and trains on, and --detect-anomaly reports from the step itself") {
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  const mnist::TrainConfig small = saved_small_run(dir);
+  mnist::TrainConfig c = small;
+  c.resume_path = tampered_checkpoint(dir, small.resume_path, "model.3.weight", 1e6);
+  c.amp = "fp16", c.epochs = 2, c.limit_train = 64, c.batch_size = 16, c.threads = 1;
+  c.watch = {.explain_skips = true, .max_skipped_steps = 0};
+  std::ostringstream log;
+  mnist::train(c, log);
+  const std::string text = log.str();
+  CHECK(text.find("step skipped at epoch 2, step 1 (scale 65536):\ngradients holding inf/NaN (the step replayed, loss scale 65536):\n") != std::string::npos);
+  CHECK(text.find("step skipped", text.find("step skipped") + 1) == std::string::npos);  // one run of skips: explained once
+  CHECK(text.find("skipped 4") != std::string::npos);
+  c.watch = {.detect_anomaly = true, .max_skipped_steps = 1};
+  const std::string stop = error_of([&] { mnist::train(c, log); });
+  CHECK(stop.find("stopped at epoch 2, step 1: 1 optimizer steps in a row were skipped (--max-skipped-steps 1)") == 0);
+  CHECK(stop.find("gradients holding inf/NaN (this step, loss scale 65536):\n") != std::string::npos);
+}
+
+TEST_CASE("bf16 with a NaN weight: the first step stops at its NaN loss, naming epoch, step and the weight") {
+  TempDir dir;
+  write_synthetic_mnist(dir);
+  mnist::TrainConfig c = saved_small_run(dir);
+  c.resume_path = tampered_checkpoint(dir, c.resume_path, "model.5.weight", NAN);  // after the last ReLU: relu(NaN) is still 0
+  c.amp = "bf16", c.epochs = 2, c.batch_size = 16;
+  std::ostringstream log;
+  const std::string stop = error_of([&] { mnist::train(c, log); });
+  CHECK(stop.find("stopped at epoch 2, step 1: the loss is nan, with no GradScaler to skip the step\n") == 0);
+  CHECK(stop.find("first inf/NaN: forward, op to, module model.5, ran in bfloat16 (policy row linear: lower_precision)\n"
+                  "  its output held 0 inf and 5120 NaN; its input model.5.weight already held 0 inf and 5120 NaN") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint with weights that are not finite is written only with a warning naming them") {
+  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(2, 2));
+  {
+    NoGradGuard no_grad;
+    model->named_parameters()[1].second.fill_(INFINITY);
+  }
+  std::ostringstream log;
+  examples::warn_if_nonfinite(*model, "run.safetensors", log);
+  CHECK(log.str() == "warning: writing run.safetensors with model.0.bias not finite (2 inf, 0 NaN of 2)\n");
+}
+
+TEST_CASE("the failure watch's flags are checked like the others") {
+  check_flags_refused(TRAINER_COMMAND " --data /nonexistent", {
+      {"--max-skipped-steps -1", "--max-skipped-steps: must be a whole number in [0, 1000000], got '-1'"},
+      {"--max-skipped-steps 1.5", "--max-skipped-steps: must be a whole number in [0, 1000000], got '1.5'"},
+  });
 }

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "data_parallel.h"
+#include "failure_watch_flags.h"
 #include "flags.h"
 #include "gpt/trainer.h"
 
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   app.add_option("--profile-trace", c.profile_trace, "write the timeline until the first evaluation (kernels, backward nodes, phases) as Chrome trace JSON for ui.perfetto.dev");
   app.add_flag("--ddp", c.ddp, "data-parallel over the ranks of mpirun (mpirun -np 2 gpt --ddp): --batch-size is the global batch, "
                               "split evenly; rank 0 alone prints and writes");
+  ampgrad::examples::add_failure_watch_flags(app, c.watch);  // --explain-skips, --detect-anomaly, --max-skipped-steps
   CLI11_PARSE(app, argc, argv);
   std::ostream* log = &std::cout;
   std::ostream quiet(nullptr);  // what the ranks other than 0 print to: nothing

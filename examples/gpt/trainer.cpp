@@ -187,6 +187,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   optim::AdamW opt(adamw_groups(*model, c));
   optim::LambdaLR schedule(opt, [&](int64_t done) { return lr_factor(c, done); });
   amp::GradScaler scaler({.enabled = c.amp == "fp16"});
+  amp::SkipWatch skips = examples::skip_watch(c.watch, *model, log);  // stops, explaining, when steps go non-finite
   int64_t params = 0;
   for (const Tensor& p : model->parameters()) params += p.numel();
   log << "gpt: " << c.text_path << " (" << text.train.size() << " train / " << text.val.size() << " val bytes, vocab "
@@ -249,6 +250,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       if (c.ddp) x = examples::data_parallel::local_rows(x), y = examples::data_parallel::local_rows(y);
       // 1. forward under autocast: the GEMMs in 16 bits, the loss (and on CUDA the softmax and
       //    layer norms) in float32, as the policy table says
+      skips.begin_step(x, [&, x, y] { examples::Autocast ac(device.type, precision); return lm_loss(model->forward(x, c.checkpoint_segments), y) / double(c.accum_steps); });
       Tensor micro_loss;
       {
         examples::Autocast ac(device.type, precision);
@@ -264,9 +266,11 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     // 3. once per step: unscale, clip, step unless inf/NaN, update the scale
     scaler.unscale_(opt);
     optim::clip_grad_norm_(opt.params(), c.clip_grad);
+    skips.check_loss(0, step, loss, scaler);  // no epochs: named by step
     amp::StepResult stepped = scaler.step(opt);
     if (stepped.found_inf().defined()) skipped = skipped + stepped.found_inf();
     scaler.update();
+    skips.end_step(scaler, stepped);
     schedule.step();
     losses.push_back(loss);  // already detached: a sum of detached micro-batch losses
 
@@ -290,6 +294,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
         meta["skipped_steps"] = std::to_string(e.skipped_steps);
         meta["rng.default"] = default_generator().get_state().to_string();
         meta["rng.batches"] = batches.get_state().to_string();
+        examples::warn_if_nonfinite(*model, c.save_path, log);
         examples::save_training_checkpoint(c.save_path, *model, opt, scaler, &schedule, meta);
       }
       t0 = Clock::now();

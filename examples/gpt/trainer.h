@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "failure_watch.h"
 #include "gpt/model.h"
 #include "optim/adam.h"
 #include "tensor/random.h"
@@ -52,6 +53,7 @@ struct TrainConfig {
   std::string profile_trace;        // write that interval's timeline here (Chrome trace-event JSON)
   bool memory_peak = false;         // print what was alive at that interval's peak, and what made it
   bool ddp = false;                 // data-parallel under mpirun (data_parallel.h): batch_size is the global batch
+  ampgrad::examples::FailureWatch watch = {};  // --explain-skips, --detect-anomaly, --max-skipped-steps (failure_watch.h)
 };
 
 struct EvalPoint {

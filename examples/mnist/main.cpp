@@ -9,6 +9,7 @@
 #include "amp/policy.h"
 #include "flags.h"
 #include "data_parallel.h"
+#include "failure_watch_flags.h"
 #include "mnist/trainer.h"
 
 int main(int argc, char** argv) {
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   app.add_option("--profile-trace", c.profile_trace, "write the first epoch's timeline (kernels, backward nodes, phases) as Chrome trace JSON for ui.perfetto.dev");
   app.add_flag("--ddp", c.ddp, "data-parallel over the ranks of mpirun (mpirun -np 2 mnist --ddp): --batch-size is the global batch, "
                               "split evenly; rank 0 alone prints and writes");
+  ampgrad::examples::add_failure_watch_flags(app, c.watch);  // --explain-skips, --detect-anomaly, --max-skipped-steps
   bool policy = false;
   app.add_flag("--amp-policy", policy, "print the autocast policy table and exit");
   CLI11_PARSE(app, argc, argv);

@@ -148,6 +148,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters());
   const bool use_scaler = c.scaler == "on" || (c.scaler == "auto" && c.amp == "fp16");
   amp::GradScaler scaler({.enabled = use_scaler, .record_history = !c.scale_history_path.empty()});
+  amp::SkipWatch skips = examples::skip_watch(c.watch, *model, log);  // stops, explaining, when steps go non-finite
 
   int start_epoch = 0;
   if (!c.resume_path.empty()) {
@@ -187,6 +188,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     for (auto [x_host, y_host] : loader) {
       const Tensor x = c.grad_penalty > 0 ? x_host.to(device).requires_grad_() : x_host.to(device), y = y_host.to(device);
       // 1. forward under autocast: GEMMs in 16 bits, the loss in float32 (the policy table)
+      skips.begin_step(x, [&, x, y] { examples::Autocast ac(device.type, precision); return nn::functional::cross_entropy(forward(x), y); });
       Tensor loss;
       {
         examples::Autocast ac(device.type, precision);
@@ -210,9 +212,11 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
           scaler.unscale_(*opt);
           optim::clip_grad_norm_(opt->params(), c.clip_grad);
         }
+        skips.check_loss(epoch + 1, (batches - 1) / c.accum_steps + 1, loss, scaler);
         amp::StepResult stepped = scaler.step(*opt);  // left unread: a read would wait for the GPU
         if (stepped.found_inf().defined()) skipped_sum = skipped_sum + stepped.found_inf();
         scaler.update();
+        skips.end_step(scaler, stepped);
         opt->zero_grad();
       }
       if (c.progress) progress_bar(log, batches, n_batches, std::chrono::duration<double>(Clock::now() - t0).count(), seen);
@@ -252,6 +256,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     if (metrics) metrics << r.epoch << "," << r.train_loss << "," << r.test_loss << "," << r.test_acc << "," << r.seconds << ","
                          << r.scale << "," << r.skipped_steps << "," << r.step_peak_bytes
                          << (c.fgsm_eps > 0 ? "," + std::to_string(r.fgsm_acc) : "") << std::endl;
+    if (!c.save_path.empty()) examples::warn_if_nonfinite(*model, c.save_path, log);
     if (!c.save_path.empty()) save_checkpoint(c.save_path, c, epoch + 1, *model, *opt, scaler);
   }
   if (!c.scale_history_path.empty()) {

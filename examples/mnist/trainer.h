@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "failure_watch.h"
 #include "nn/nn.h"
 
 namespace mnist {
@@ -43,6 +44,7 @@ struct TrainConfig {
   bool memory_peak = false;         // print what was alive at the first epoch's peak, and what made it
   bool progress = false;            // redraw a progress bar (for terminals)
   bool ddp = false;                 // data-parallel under mpirun (data_parallel.h): batch_size is the global batch
+  ampgrad::examples::FailureWatch watch = {};  // --explain-skips, --detect-anomaly, --max-skipped-steps (failure_watch.h)
 };
 
 struct EpochResult {
