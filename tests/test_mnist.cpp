@@ -13,6 +13,7 @@
 #include "mnist/trainer.h"
 #include "skip.h"
 #include "trainer_fixtures.h"
+#include "trainer_support.h"
 
 using namespace ampgrad;
 
@@ -336,6 +337,20 @@ TEST_CASE("the teaching commands beside mnist (underflow, amp_step, memory) refu
       {"--segments 0", "--segments: must be a whole number in [1, 2048], got '0'"},
       {"--steps 1001", "--steps: must be a whole number in [1, 1000], got '1001'"},
   });
+}
+
+TEST_CASE("--device is cpu, cuda or cuda:N, and a device this machine lacks is refused by name") {
+  CHECK(examples::training_device("cpu") == Device::cpu());
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "CUDA"})
+    CHECK(error_of([&] { examples::training_device(bad); }) == std::string("--device must be cpu, cuda or cuda:N, got '") + bad + "'");
+  if (!cuda::is_available()) {
+    CHECK(error_of([] { examples::training_device("cuda:1"); }) == "--device cuda:1: " + cuda::unavailable_reason());
+  } else {
+    const std::string past = "cuda:" + std::to_string(cuda::device_count());
+    CHECK(error_of([&] { examples::training_device(past); }) ==
+          "--device " + past + ": this node has " + std::to_string(cuda::device_count()) + " CUDA devices");
+    CHECK(examples::training_device("cuda:0") == Device::cuda(0));
+  }
 }
 
 TEST_CASE("paths that cannot work are named before training: --save unwritable, a directory or a device as data or checkpoint") {

@@ -97,6 +97,20 @@ DEVICE_TEST_CASE("half arithmetic computes in float32 and rounds once on store")
   CHECK(full({1}, 10.0, kFloat16).to(dev).exp().item<float>() == 22032.f);
 }
 
+// C++ leaves these undefined; ampgrad defines one rule for both backends (math::to_int64).
+DEVICE_TEST_CASE("a floating value casts to int64 by truncation, saturating, NaN to 0, the same on every backend") {
+  const double big = 1e30, top = 9223372036854775807.0;  // top: 2^63, just past INT64_MAX
+  for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(t));
+    const bool wide = t == kFloat32 || t == kFloat64;  // 1e30 and 2^63 overflow the 16-bit types to inf: the same answer
+    const Tensor x = from_vector<double>({NAN, INFINITY, -INFINITY, wide ? big : INFINITY, wide ? -top : -INFINITY, 2.75, -2.75, -0.5})
+                         .to(t).to(dev);
+    CHECK(to_vector<int64_t>(x.to(kInt64)) == std::vector<int64_t>{0, INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 2, -2, 0});
+  }
+  CHECK(to_vector<int64_t>(from_vector<double>({-9007199254740993.0, 4611686018427387904.0}).to(dev).to(kInt64)) ==
+        std::vector<int64_t>{-9007199254740992, 4611686018427387904});  // in range: exact truncation of the double
+}
+
 DEVICE_TEST_CASE("half matmul equals float32 matmul of the rounded inputs, rounded once") {
   manual_seed(3);
   for (DType t : {kFloat16, kBFloat16}) {
