@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -629,6 +630,37 @@ TEST_CASE("the CPU allocator hands a freed large block back for the same size") 
   CHECK(cpu::cached_bytes() == 0);
   { Tensor small = empty({16}); }
   CHECK(cpu::cached_bytes() == 0);  // small blocks go straight back to malloc
+}
+
+TEST_CASE("the CPU allocator reuses a block for any size of its class, and caches at most its cap, the oldest going first") {
+  cpu::empty_cache();
+  void* p;
+  {
+    Tensor a = empty({25000});  // 100,000 bytes: class 106,496 (64 KiB + 5 steps of 8 KiB)
+    p = a.raw_data();
+  }
+  CHECK(cpu::cached_bytes() == 106496);
+  {
+    Tensor b = empty({26000});  // 104,000 bytes: the same class, the same block
+    CHECK(b.raw_data() == p);
+  }
+  // Blocks of sizes that never repeat, freed one by one past the cap: the cache stays under it, and
+  // what it let go are the least recently freed.
+  const size_t cap = cpu::cache_cap();
+  std::vector<int64_t> sizes;  // in floats: every class from 1 MiB up, each a step of 1/8 of its power of two
+  for (int64_t bytes = 1 << 20, total = 0; total <= int64_t(cap); bytes += int64_t(std::bit_floor(uint64_t(bytes))) / 8) {
+    sizes.push_back(bytes / 4);
+    total += bytes;
+    Tensor t = empty({sizes.back()});
+  }
+  CHECK(cpu::cached_bytes() <= cap);
+  CHECK(cpu::cached_bytes() >= cap - 4 * sizes.back());  // full, less at most one block
+  const int64_t mallocs = memory_stats(Device::cpu()).num_system_allocs;
+  { Tensor newest = empty({sizes.back()}); }
+  CHECK(memory_stats(Device::cpu()).num_system_allocs == mallocs);  // still cached
+  { Tensor oldest = empty({sizes.front()}); }
+  CHECK(memory_stats(Device::cpu()).num_system_allocs == mallocs + 1);  // evicted: a fresh malloc
+  cpu::empty_cache();
 }
 
 DEVICE_TEST_CASE("half elementwise ops equal the float32 op rounded once") {
