@@ -640,6 +640,11 @@ TEST_CASE("the CPU allocator reuses a block for any size of its class, and cache
     p = a.raw_data();
   }
   CHECK(cpu::cached_bytes() == 106496);
+  CHECK(cpu::rounded_block_size(100000) == 106496);
+  CHECK(cpu::rounded_block_size(65537) == 73728);   // just past a power of two: one step of 8 KiB
+  CHECK(cpu::rounded_block_size(1 << 20) == 1 << 20);
+  CHECK(cpu::rounded_block_size(40) == 64);          // small blocks: 64-byte steps
+  CHECK(cpu::rounded_block_size(65000) == 65024);
   {
     Tensor b = empty({26000});  // 104,000 bytes: the same class, the same block
     CHECK(b.raw_data() == p);

@@ -38,11 +38,6 @@ Cache& cache() {
   static Cache* c = new Cache;  // never destroyed: tensors freed during static destruction still find it
   return *c;
 }
-size_t rounded(size_t n) {
-  if (n < kMinCached) return n < 64 ? 64 : (n + 63) / 64 * 64;
-  const size_t step = std::bit_floor(n) / 8;
-  return (n + step - 1) / step * step;
-}
 
 struct Counters {
   std::atomic<int64_t> allocated{0}, reserved{0}, peak{0}, system_allocs{0}, system_frees{0};
@@ -82,8 +77,14 @@ void* take(Cache& c, std::vector<std::list<Block>::iterator>& same_size, size_t 
 }
 }  // namespace
 
+size_t rounded_block_size(size_t n) {
+  if (n < kMinCached) return n < 64 ? 64 : (n + 63) / 64 * 64;
+  const size_t step = std::bit_floor(n) / 8;
+  return (n + step - 1) / step * step;
+}
+
 void* allocate(size_t nbytes) {
-  const size_t n = rounded(nbytes);
+  const size_t n = rounded_block_size(nbytes);
   void* p = nullptr;
   if (n >= kMinCached) {
     Cache& c = cache();
@@ -98,7 +99,7 @@ void* allocate(size_t nbytes) {
 }
 
 void deallocate(void* ptr, size_t nbytes) {
-  const size_t n = rounded(nbytes);
+  const size_t n = rounded_block_size(nbytes);
   counters.allocated -= int64_t(n);
   announce([&](Observer& o) { o.on_free(Device::cpu(), ptr, int64_t(n)); });
   if (n < kMinCached) return system_free(ptr, n);

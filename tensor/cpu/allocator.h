@@ -12,6 +12,7 @@ namespace ampgrad::cpu {
 
 void* allocate(size_t nbytes);               // 64-byte aligned, never null (raises on failure)
 void deallocate(void* ptr, size_t nbytes);   // nbytes as passed to allocate
+size_t rounded_block_size(size_t nbytes);    // what a block of nbytes takes: 64-byte steps, a size class from 64 KiB
 size_t cached_bytes();                       // held in the free lists
 size_t cache_cap();                          // the most they hold: max(64 MiB, the largest total ever allocated)
 void empty_cache();                          // returns every cached block to the system
