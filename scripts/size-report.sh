@@ -23,7 +23,7 @@ code_lines() {
     t != "" && t !~ /^\/\// { n++ } END { print n + 0 }'
 }
 library() { git ls-files -co --exclude-standard tensor autograd amp nn optim data distributed | grep -E "$src" || true; }
-edges='(^|/)(float8|memory_history|profile|trace|checkpoint|functional)\.|/onednn/|^tensor/cuda/'
+edges='(^|/)(float8|memory_history|profile|trace|autocast_trace|checkpoint|functional)\.|/onednn/|^tensor/cuda/'
 core() { library | grep -E '^(tensor|autograd|amp|nn|optim)/' | grep -v -E "$edges" || true; }
 fail=0
 
