@@ -1,19 +1,19 @@
 // autocast.cpp — the state behind autocast: per-thread, per-device-type flags, the cast cache
-// and the trace. Nothing here casts a tensor; autograd/autocast.cpp does, reading this.
+// and the trace's records. Nothing here casts a tensor; autograd/autocast.cpp does, reading this.
+// The trace's printing is amp/autocast_trace.cpp's.
 #include "amp/autocast.h"
 
 #include <algorithm>
 #include <cstdlib>
-#include <iomanip>
 #include <iostream>
-#include <map>
 
 namespace ampgrad::amp {
 
 namespace {
+constexpr DType kDefaultDType[2] = {kBFloat16, kFloat16};  // [CPU, CUDA], as PyTorch's
 struct State {
   bool enabled[2] = {false, false};
-  DType dtype[2] = {kBFloat16, kFloat16};  // [CPU, CUDA] defaults
+  DType dtype[2] = {kDefaultDType[0], kDefaultDType[1]};
   LinearRoute route[2];                      // [CPU, CUDA], while a route_linear holds one
   int nesting = 0;                          // open autocast guards, enabled or not
   CastCache cache;
@@ -29,7 +29,7 @@ bool any_enabled() { return state.enabled[0] || state.enabled[1]; }
 
 autocast::autocast(DeviceType device, std::optional<DType> dtype, bool enabled)
     : device_(device), prev_enabled_(is_enabled(device)), prev_dtype_(get_dtype(device)) {
-  DType d = dtype.value_or(device == DeviceType::CUDA ? kFloat16 : kBFloat16);
+  DType d = dtype.value_or(kDefaultDType[idx(device)]);
   AMPGRAD_CHECK(!enabled || is_half(d), "autocast: dtype must be float16 or bfloat16, got " << dtype_name(d));
   if (!enabled && !is_half(d)) d = prev_dtype_;  // a disabled region keeps the outer dtype
   state.enabled[idx(device)] = enabled;
@@ -106,40 +106,5 @@ void trace_record(TraceEvent ev) {
 
 Trace::Trace() : prev_(state.trace) { state.trace = this; }
 Trace::~Trace() { state.trace = prev_; }
-
-static std::string dtypes_str(const std::vector<DType>& ds) {
-  std::string s;
-  for (DType d : ds) s += (s.empty() ? "" : ",") + std::string(dtype_name(d));
-  return s.empty() ? "-" : s;
-}
-
-void Trace::print_summary(std::ostream& os) const {
-  struct Row { int calls = 0, casts = 0, hits = 0; };
-  std::map<std::tuple<std::string, std::string, std::string, std::string>, Row> rows;
-  for (const TraceEvent& e : events_) {
-    std::string cat = e.autocast_on ? cast_name(e.category) : "(autocast off)";
-    Row& r = rows[{policy(e.op).name, dtypes_str(e.input_dtypes), e.run_dtype ? dtype_name(*e.run_dtype) : "-", cat}];
-    r.calls++;
-    r.casts += e.casts;
-    r.hits += e.cache_hits;
-  }
-  int ran_in_width = 10;  // wider for a longer dtype name
-  for (auto& [k, r] : rows) ran_in_width = std::max(ran_in_width, int(std::get<2>(k).size()) + 1);
-  os << "autocast trace: " << events_.size() << " op calls\n"
-     << std::left << std::setw(15) << "op" << std::setw(26) << "inputs" << std::setw(ran_in_width) << "ran in"
-     << std::setw(17) << "policy" << std::right << std::setw(7) << "calls" << std::setw(7) << "casts" << std::setw(12) << "cache hits" << "\n";
-  bool outside = false, untyped = false;
-  for (auto& [k, r] : rows) {
-    os << std::left << std::setw(15) << std::get<0>(k) << std::setw(26) << std::get<1>(k) << std::setw(ran_in_width) << std::get<2>(k)
-       << std::setw(17) << std::get<3>(k) << std::right << std::setw(7) << r.calls << std::setw(7) << r.casts << std::setw(10) << r.hits << "\n";
-    outside |= std::get<3>(k) == "(autocast off)";
-    untyped |= std::get<1>(k) == "-";
-  }
-  // The rows a reader would otherwise puzzle over: calls autocast saw but had no say in.
-  if (outside)
-    os << "(autocast off): called outside every autocast region (a batch moved to the device, the GradScaler's scale, the\n"
-          "  optimizer, the program's own sums), so autocast changed nothing; the dtype is the program's.\n";
-  if (untyped) os << "inputs -: no floating-point input (int64 labels, a bool mask), which autocast never casts.\n";
-}
 
 }  // namespace ampgrad::amp

@@ -87,17 +87,18 @@ void GradScaler::update(std::optional<double> new_scale) {
   AMPGRAD_CHECK(scale_.defined(), "update(): no scale yet; call scaler.scale(loss) first.");
   Span phase("GradScaler", SpanKind::phase);
   const double used = options_.record_history ? get_scale() : 0.0;
+  // found: the inf/NaN flags of this iteration's steps, summed (the history records them with a new_scale too)
   Tensor found = zeros({}, TensorOptions(kFloat32).device(scale_.device()));
+  bool any = false;
+  for (auto& [opt, st] : per_optimizer_)
+    if (st.found_inf.defined()) {
+      kernels::axpy_(found, st.found_inf, 1.0);
+      any = true;
+    }
   if (new_scale) {
     check_scale("update(new_scale)", *new_scale);
     scale_.fill_(*new_scale);
   } else {
-    bool any = false;
-    for (auto& [opt, st] : per_optimizer_)
-      if (st.found_inf.defined()) {
-        kernels::axpy_(found, st.found_inf, 1.0);
-        any = true;
-      }
     AMPGRAD_CHECK(any, "No inf checks were recorded prior to update.");
     update_scale_(scale_, growth_tracker_, found, options_.growth_factor, options_.backoff_factor, options_.growth_interval);
   }

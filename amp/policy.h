@@ -32,7 +32,6 @@ inline constexpr size_t kNumOps = size_t(Op::kCount);
 enum class Cast : uint8_t { lower_precision, fp32, promote, input_dtype, banned };
 
 struct PolicyRow {
-  Op op;
   const char* name;
   Cast cuda, cpu;
 };
@@ -41,7 +40,6 @@ const PolicyRow& policy(Op op);
 Cast category(Op op, DeviceType device);
 const char* cast_name(Cast c);
 const char* why_banned(Op op);  // the error a banned op raises, and its way out
-const std::array<PolicyRow, kNumOps>& policy_table();
 void print_policy_table(std::ostream& os);
 
 }  // namespace ampgrad::amp

@@ -106,6 +106,7 @@ void DistributedDataParallel::launch_ready_buckets() {
   NoGradGuard no_grad;
   while (next_bucket_ < int(buckets_.size()) && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_++];
+    b.work.wait();  // a pass refused halfway may have left this bucket's collective running: end it before writing its buffer
     for (int i : b.slots) {
       const Slot& s = slots_[i];
       b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape()).copy_(s.param.grad());

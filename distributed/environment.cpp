@@ -50,4 +50,19 @@ int world_size() {
   return n;
 }
 
+int local_rank() {
+  AMPGRAD_CHECK(is_initialized(), "distributed::local_rank: call distributed::init() first");
+  MPI_Comm node;
+  AMPGRAD_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int r = 0;
+  MPI_Comm_rank(node, &r);
+  MPI_Comm_free(&node);
+  return r;
+}
+
+int device_for_local_rank(int local_rank, int device_count) {
+  AMPGRAD_CHECK(device_count > 0, "distributed: no CUDA device on this node for local rank " << local_rank);
+  return local_rank % device_count;
+}
+
 }  // namespace ampgrad::distributed

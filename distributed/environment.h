@@ -18,6 +18,11 @@ void finalize();  // idempotent; after it no collective may run
 bool is_initialized();
 int rank();        // in MPI_COMM_WORLD
 int world_size();
+int local_rank();  // among the ranks on this node (MPI_COMM_TYPE_SHARED): which GPU of the node is this rank's
+
+// The GPU a rank drives, one per rank: its node-local rank modulo the node's GPUs (a node running
+// more ranks than it has GPUs shares them round-robin, which NCCL refuses with "duplicate GPU").
+int device_for_local_rank(int local_rank, int device_count);
 
 // init() for its lifetime, finalize() after: the usual first line of a data-parallel main.
 class Environment {

@@ -19,8 +19,11 @@ MPI_Datatype mpi_type(DType t) {
   switch (t) {
     case DType::Float32: return MPI_FLOAT;
     case DType::Float64: return MPI_DOUBLE;
-    default: return MPI_INT64_T;  // ProcessGroup admits only floating types and int64; halves are widened
+    case DType::Int64: return MPI_INT64_T;
+    default: break;  // halves are widened to float32 first; ProcessGroup refuses the rest
   }
+  AMPGRAD_CHECK(false, "ProcessGroup: MPI reduces no " << dtype_name(t) << " tensors");
+  return MPI_DATATYPE_NULL;
 }
 
 int mpi_count(const char* op, int64_t n) {

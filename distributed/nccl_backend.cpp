@@ -23,17 +23,22 @@ ncclDataType_t nccl_type(DType t) {
     case DType::Float64: return ncclFloat64;
     case DType::Float16: return ncclFloat16;
     case DType::BFloat16: return ncclBfloat16;
+    case DType::Float32: return ncclFloat32;
     case DType::Int64: return ncclInt64;
-    default: return ncclFloat32;  // ProcessGroup admits only floating types and int64
+    default: break;  // ProcessGroup refuses the rest
   }
+  AMPGRAD_CHECK(false, "ProcessGroup: NCCL reduces no " << dtype_name(t) << " tensors");
+  return ncclFloat32;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::max: return ncclMax;
     case ReduceOp::avg: return ncclAvg;
-    default: return ncclSum;
+    case ReduceOp::sum: return ncclSum;
   }
+  AMPGRAD_CHECK(false, "ProcessGroup: unknown ReduceOp " << int(op));
+  return ncclSum;
 }
 
 class NcclBackend final : public Backend {
@@ -50,7 +55,7 @@ class NcclBackend final : public Backend {
     AMPGRAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~NcclBackend() override {
-    ncclCommDestroy(comm_);
+    if (comm_) ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
   }
 
@@ -64,11 +69,21 @@ class NcclBackend final : public Backend {
     });
     auto finish = [=, this]() mutable {
       cuda::DeviceGuard on(device_);
+      check_peers();
       join(done);
       if (!buffer.is_same(target)) target.copy_(buffer);  // queued on the compute stream, after the join
       else target.bump_version();
     };
-    auto poll = [done] { return cudaEventQuery(done) == cudaSuccess; };
+    auto poll = [done, this] {
+      check_peers();
+      const cudaError_t state = cudaEventQuery(done);
+      if (state == cudaErrorNotReady) {
+        (void)cudaGetLastError();  // not an error: cleared, or the next launch check would report it
+        return false;
+      }
+      AMPGRAD_CUDA_CHECK(state);
+      return true;
+    };
     return Work(finish, poll);
   }
 
@@ -101,9 +116,24 @@ class NcclBackend final : public Backend {
   Tensor checked(const Tensor& t) const {
     AMPGRAD_CHECK(t.device().index == device_, "ProcessGroup: this rank's NCCL communicator is on cuda:" << device_ << ", the tensor on "
                                                    << t.device().str() << " (one device per rank)");
+    const_cast<NcclBackend*>(this)->check_peers();
     return t.detach();
   }
   static size_t bytes(const Tensor& t) { return size_t(t.numel()) * t.element_size(); }
+
+  // A peer that died or a network that failed shows here (NCCL reports it asynchronously), not in
+  // the collective, which would wait for ever: the communicator is aborted and this rank fails.
+  // Checked wherever DDP polls or finishes a collective (no host wait of its own).
+  void check_peers() {
+    AMPGRAD_CHECK(comm_, "NCCL: this rank's communicator on cuda:" << device_ << " was aborted after an earlier failure");
+    ncclResult_t async = ncclSuccess;
+    AMPGRAD_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+    if (async == ncclSuccess || async == ncclInProgress) return;
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    AMPGRAD_CHECK(false, "NCCL: the communicator on cuda:" << device_ << " failed (" << ncclGetErrorString(async)
+                             << "): a peer rank died or the network failed; aborted");
+  }
 
   // Queues `collective` on the NCCL stream behind all work on the compute stream so far; returns
   // the event that marks its end.

@@ -2,22 +2,34 @@
 // choice of transport by device.
 #include "distributed/process_group.h"
 
+#include <cstdio>
+
 #include "tensor/error.h"
 
 namespace ampgrad::distributed {
 
+// Finishing a Work that is dropped unwaited never leaves a transport writing into a freed buffer.
+// A destructor must not throw (during unwinding that is std::terminate, and the first error is
+// lost), so a failure here is said on stderr, naming what failed.
+static void finish_dropped(std::function<void()>& finish) noexcept {
+  if (!finish) return;
+  try {
+    std::exchange(finish, nullptr)();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ampgrad: a collective dropped without wait() failed as it finished: %s\n", e.what());
+  }
+}
+
 Work& Work::operator=(Work&& o) noexcept {
   if (this != &o) {
-    if (finish_) finish_();
+    finish_dropped(finish_);
     finish_ = std::exchange(o.finish_, nullptr);
     poll_ = std::exchange(o.poll_, nullptr);
   }
   return *this;
 }
 
-Work::~Work() {
-  if (finish_) finish_();  // never leaves a transport writing into a freed buffer
-}
+Work::~Work() { finish_dropped(finish_); }
 
 void Work::wait() {
   if (!finish_) return;
@@ -45,8 +57,9 @@ ProcessGroup::~ProcessGroup() {
 
 Backend& ProcessGroup::backend_for(const char* op, const Tensor& t) {
   AMPGRAD_CHECK(t.defined(), "ProcessGroup::" << op << ": undefined tensor");
-  AMPGRAD_CHECK(t.is_floating_point() || t.dtype() == kInt64,
-                "ProcessGroup::" << op << ": dtype " << dtype_name(t.dtype()) << " is not supported (floating types and int64 are)");
+  // float8 is floating but storage-only: no transport can add it (NCCL and MPI have no such type)
+  AMPGRAD_CHECK((t.is_floating_point() && !is_storage_only(t.dtype())) || t.dtype() == kInt64,
+                "ProcessGroup::" << op << ": dtype " << dtype_name(t.dtype()) << " is not supported (float32, float64, float16, bfloat16 and int64 are)");
   if (t.device().is_cpu()) return *mpi_;
 #ifdef AMPGRAD_WITH_NCCL
   if (!nccl_) nccl_ = make_nccl_backend(comm_, t.device().index);

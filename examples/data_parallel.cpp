@@ -27,6 +27,7 @@ void abort_all(int status) {
 
 int rank() { return group().rank(); }
 int ranks() { return group().size(); }
+int cuda_device() { return distributed::device_for_local_rank(distributed::local_rank(), cuda::device_count()); }
 
 std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model) {
   return std::make_shared<distributed::DistributedDataParallel>(std::move(model), group());

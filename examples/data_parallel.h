@@ -21,6 +21,7 @@ bool start(int& argc, char**& argv);
 void abort_all(int status);
 int rank();
 int ranks();
+int cuda_device();  // the GPU of this rank (distributed::device_for_local_rank); 0 without --ddp
 std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model);
 data::Dataset shard(const data::Dataset& all, uint64_t seed, int64_t epoch);
 Tensor local_rows(const Tensor& global);  // rows [r·B/N, (r+1)·B/N) of a (B, ...) batch, B a multiple of N

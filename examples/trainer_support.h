@@ -4,7 +4,7 @@
 // forward's precision as one scope, and the three instruments a run can switch on for a stretch
 // of its training: the autocast trace, the kernel profile, the timeline and the memory history.
 //
-//   const Device device = training_device(c.device);             // "cuda" without a GPU: an Error saying why
+//   const Device device = training_device(c.device, c.ddp);      // "cuda" without a GPU: an Error saying why
 //   const AmpSetting precision = amp_setting(c.amp, c.float8);    // .enabled, .dtype and .float8
 //   check_writable("--save", c.save_path);                        // an Error naming flag and path, now
 //   { Autocast ac(device.type, precision); loss = ...; }          // autocast, and float8_autocast with --float8
@@ -19,16 +19,23 @@
 #include "amp/autocast.h"
 #include "autograd/float8.h"
 #include "data/atomic_file.h"
+#include "data_parallel.h"
 #include "tensor/memory_history.h"
 #include "tensor/profile.h"
 #include "tensor/trace.h"
 
 namespace ampgrad::examples {
 
-inline Device training_device(const std::string& name) {
-  AMPGRAD_CHECK(name == "cpu" || name == "cuda", "--device must be cpu or cuda, got '" << name << "'");
-  AMPGRAD_CHECK(name == "cpu" || cuda::is_available(), "--device cuda: " << cuda::unavailable_reason());
-  return name == "cuda" ? Device::cuda() : Device::cpu();
+// "cpu", "cuda" (under --ddp: this rank's GPU of its node, data_parallel::cuda_device) or "cuda:N".
+inline Device training_device(const std::string& name, bool ddp = false) {
+  const bool indexed = name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() < 9 &&
+                       name.find_first_not_of("0123456789", 5) == std::string::npos;
+  AMPGRAD_CHECK(name == "cpu" || name == "cuda" || indexed, "--device must be cpu, cuda or cuda:N, got '" << name << "'");
+  if (name == "cpu") return Device::cpu();
+  AMPGRAD_CHECK(cuda::is_available(), "--device " << name << ": " << cuda::unavailable_reason());
+  const int index = indexed ? std::stoi(name.substr(5)) : ddp ? data_parallel::cuda_device() : 0;
+  AMPGRAD_CHECK(index < cuda::device_count(), "--device " << name << ": this node has " << cuda::device_count() << " CUDA devices");
+  return Device::cuda(index);
 }
 
 // A path the run writes only later (--save, after an epoch): tried now, by creating and removing

@@ -2,7 +2,10 @@
 # bench.sh — ampgrad's speed measurements: GEMM against this CPU's FMA peak (bench/gemm.cpp),
 # whole Fashion-MNIST epochs against PyTorch (bench/torch_epoch.py) and the character GPT's
 # training steps against PyTorch's (bench/torch_gpt.py), measured in the same run, alternating,
-# reported as medians and ratios. Speed only: correctness is scripts/test.sh's.
+# reported as medians and ratios. The peer is PyTorch at its best on this machine: before each
+# comparison a sweep runs it once in every setting (intra-op threads 1 or 2 x OpenBLAS threads 1
+# or 2 x OMP_WAIT_POLICY active or passive), prints them all, and keeps the fastest for the
+# alternating runs. Speed only: correctness is scripts/test.sh's.
 #
 #   scripts/bench.sh gemm            # GEMM + MLP-step table (Google Benchmark, medians of 5)
 #   scripts/bench.sh mlp             # MLP epoch, ampgrad vs PyTorch, 3 runs each, alternating
@@ -26,8 +29,8 @@ usage: scripts/bench.sh [gemm|mlp|cnn|cnn-bn|amp|gpt|all]... [options]
   --amp-model M     model of the amp section: mlp | cnn | cnn-bn (default mlp)
   --torch-amp       amp section: also PyTorch's float32 and CPU bf16 autocast epochs (slow for cnn)
   --gpt-steps N     training steps per GPT run (default 500)
-  --no-torch-tuned  mlp/cnn: skip the second PyTorch column (OMP_WAIT_POLICY=PASSIVE, which stops
-                    its OpenMP and OpenBLAS thread pools from fighting over the 2 cores)
+  --no-torch-sweep  PyTorch as installed (intra-op and OpenMP threads = --threads, OpenBLAS's own
+                    default, OMP_WAIT_POLICY unset) instead of its best setting found by the sweep
   --reps N          Google Benchmark repetitions for gemm (default 5; medians reported)
   --filter REGEX    Google Benchmark filter for gemm (default: all)
   --limit-train N   train on the first N samples only (smoke tests; figures then not comparable)
@@ -37,7 +40,7 @@ usage: scripts/bench.sh [gemm|mlp|cnn|cnn-bn|amp|gpt|all]... [options]
 EOF
 }
 
-sections=() runs=3 cnn_runs=1 gpt_steps=500 amp_model=mlp torch_amp=0 torch_tuned=1 reps=5 filter="" limit=0 threads=2 wait_quiet=0 build=1
+sections=() runs=3 cnn_runs=1 gpt_steps=500 amp_model=mlp torch_amp=0 torch_sweep=1 reps=5 filter="" limit=0 threads=2 wait_quiet=0 build=1
 while (($#)); do
   case "$1" in
     gemm | mlp | cnn | cnn-bn | amp | gpt) sections+=("$1") ;;
@@ -47,7 +50,7 @@ while (($#)); do
     --gpt-steps) gpt_steps=$2; shift ;;
     --amp-model) amp_model=$2; shift ;;
     --torch-amp) torch_amp=1 ;;
-    --no-torch-tuned) torch_tuned=0 ;;
+    --no-torch-sweep) torch_sweep=0 ;;
     --reps) reps=$2; shift ;;
     --filter) filter=$2; shift ;;
     --limit-train) limit=$2; shift ;;
@@ -62,7 +65,6 @@ done
 ((${#sections[@]})) || sections=(gemm mlp)
 
 out=build/bench-results
-torch_variant=default; ((torch_tuned)) && torch_variant=passive  # the amp section's PyTorch runs
 PY=/usr/bin/python3  # Debian's: the one python3-torch and python3-numpy are installed for
 export OMP_NUM_THREADS=$threads  # one pool per process, sized to the cores, for both sides
 
@@ -108,57 +110,81 @@ ampgrad_epoch() {  # model amp tag
   tail -n 1 "$csv" | cut -d, -f5
 }
 
-# One PyTorch epoch: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for this command alone (they slow
-# a current OpenBLAS; the OpenBLAS line of the report says which kernel it then runs).
-# Variant "default" is PyTorch as installed, with OMP_NUM_THREADS and set_num_threads at the core
-# count. Debian's torch has two thread pools then, its OpenMP one and OpenBLAS's pthreads, and on
-# 2 cores each spins while the other works; variant "passive" (OMP_WAIT_POLICY=PASSIVE: idle
-# OpenMP threads sleep) removes that fight and is PyTorch at its best here.
-torch_epoch() {  # model amp variant tag [--quiet]
-  local log="$out/torch-$1-$2-$3-$4.log"
-  local extra=() envs=()
+# PyTorch's settings, "INTRA BLAS WAIT": intra-op threads (set_num_threads and OMP_NUM_THREADS),
+# OpenBLAS threads, OMP_WAIT_POLICY. Debian's torch has two pools, its OpenMP one and OpenBLAS's
+# pthreads; on 2 cores each may spin while the other works, so which setting is fastest depends on
+# the machine and the model: the sweep finds out. "as-installed" is --no-torch-sweep's.
+torch_settings() {
+  local i b w
+  for i in 1 2; do for b in 1 2; do for w in active passive; do echo "$i $b $w"; done; done; done
+}
+# runs a PyTorch script in one setting: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for this command
+# alone (they slow a current OpenBLAS; the OpenBLAS line of the report says which kernel it runs)
+torch_in() {  # setting script args...
+  local envs=() threads_arg=(--threads "$threads")
+  if [ "$1" != as-installed ]; then
+    read -r i b w <<<"$1"
+    envs=(OMP_NUM_THREADS="$i" OPENBLAS_NUM_THREADS="$b" OMP_WAIT_POLICY="${w^^}")
+    threads_arg=(--threads "$i")
+  fi
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${envs[@]}" "$PY" "$2" "${@:3}" "${threads_arg[@]}"
+}
+# One PyTorch epoch in a setting: prints its seconds.
+torch_epoch() {  # model amp setting tag [--quiet]
+  local log="$out/torch-$1-$2-$4.log"
+  local extra=()
   ((limit > 0)) && extra+=(--limit-train "$limit")
-  [ "$3" = passive ] && envs+=(OMP_WAIT_POLICY=PASSIVE)
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${envs[@]}" "$PY" bench/torch_epoch.py --model "$1" --amp "$2" --threads "$threads" \
-    "${extra[@]}" "${@:5}" >"$log" 2>&1 || { echo "PyTorch epoch failed, see $log" >&2; cat "$log" >&2; return 1; }
+  torch_in "$3" bench/torch_epoch.py --model "$1" --amp "$2" "${extra[@]}" "${@:5}" >"$log" 2>&1 ||
+    { echo "PyTorch epoch failed, see $log" >&2; cat "$log" >&2; return 1; }
   grep -q '^WARNING' "$log" && grep '^WARNING' "$log" >&2
   sed -n 's/^torch_epoch .* seconds=\([0-9.]*\) .*/\1/p' "$log"
 }
+# PyTorch's best setting for one kind of run: `sweep_torch FN ARGS...` runs `FN ARGS... SETTING`
+# (which prints seconds or ms) once per setting, prints each, and sets torch_best to the fastest.
+# Without the sweep (--no-torch-sweep): as installed.
+sweep_torch() {
+  torch_best=as-installed
+  ((torch_sweep)) || return 0
+  local best_t="" s t
+  echo "  PyTorch's settings (intra-op threads, OpenBLAS threads, OMP_WAIT_POLICY), one run each:"
+  while read -r s; do
+    t=$("$@" "$s")
+    printf '    %-18s %8s\n' "$s" "$t"
+    if [ -z "$best_t" ] || awk -v a="$t" -v b="$best_t" 'BEGIN { exit !(a < b) }'; then best_t=$t torch_best=$s; fi
+  done < <(torch_settings)
+  echo "  best: $torch_best ($best_t); the runs below use it"
+}
 
-# Alternates ampgrad and PyTorch epochs of one model, n runs each; prints the medians and ratios.
+sweep_epoch() { torch_epoch "$1" "$2" "$3" sweep --quiet; }  # model amp setting
+
+# Alternates ampgrad and PyTorch epochs of one model, n runs each, PyTorch in its best setting;
+# prints the medians and the ratio.
 compare_epochs() {  # model n
-  local model=$1 n=$2 a=() t=() tp=()
+  local model=$1 n=$2 a=() t=()
   echo
   echo "== $model epoch, Fashion-MNIST $( ((limit > 0)) && echo "first $limit" || echo 60000 ), batch 128, SGD(0.05, 0.9), $threads threads: ampgrad vs PyTorch, $n run(s) each, alternating"
   if ! have_torch; then
     echo "PyTorch is not importable by $PY (scripts/install-deps.sh --bench installs it): ampgrad only"
   else
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" bench/torch_epoch.py --model "$model" --limit-train 256 >"$out/torch-blas.log" 2>&1 || true
+    torch_in as-installed bench/torch_epoch.py --model "$model" --limit-train 256 >"$out/torch-blas.log" 2>&1 || true
     grep -v '^torch_epoch' "$out/torch-blas.log" | sed 's/^/  /'
   fi
   check_quiet
+  have_torch && sweep_torch sweep_epoch "$model" off
   for ((i = 1; i <= n; i++)); do
     a+=("$(ampgrad_epoch "$model" off "$i")")
     printf '  run %d: ampgrad %6.2f s' "$i" "${a[-1]}"
     if have_torch; then
-      t+=("$(torch_epoch "$model" off default "$i" --quiet)")
-      printf '   PyTorch %6.2f s' "${t[-1]}"
-      if ((torch_tuned)); then
-        tp+=("$(torch_epoch "$model" off passive "$i" --quiet)")
-        printf '   PyTorch (OMP_WAIT_POLICY=PASSIVE) %6.2f s' "${tp[-1]}"
-      fi
+      t+=("$(torch_epoch "$model" off "$torch_best" "$i" --quiet)")
+      printf '   PyTorch (%s) %6.2f s' "$torch_best" "${t[-1]}"
     fi
     echo
   done
-  local am tm tpm
+  local am tm
   am=$(printf '%s\n' "${a[@]}" | median)
   if have_torch; then
     tm=$(printf '%s\n' "${t[@]}" | median)
-    printf '  median: ampgrad %.2f s   PyTorch %.2f s   ampgrad/PyTorch %s\n' "$am" "$tm" "$(ratio "$am" "$tm")"
-    if ((torch_tuned)); then
-      tpm=$(printf '%s\n' "${tp[@]}" | median)
-      printf '          PyTorch with OMP_WAIT_POLICY=PASSIVE %.2f s   ampgrad/PyTorch %s\n' "$tpm" "$(ratio "$am" "$tpm")"
-    fi
+    printf '  median: ampgrad %.2f s   PyTorch (%s) %.2f s   ampgrad/PyTorch %s\n' "$am" "$torch_best" "$tm" "$(ratio "$am" "$tm")"
   else
     printf '  median: ampgrad %.2f s\n' "$am"
   fi
@@ -222,17 +248,21 @@ section_amp() {
   echo
   echo "== AMP epochs ($model): ampgrad float32 vs autocast fp16 / bf16, $n run(s) each, interleaved"
   check_quiet
-  local off=() f16=() b16=() toff=() tb16=()
+  local off=() f16=() b16=() toff=() tb16=() best_off best_b16
   local with_torch=0
   ((torch_amp)) && have_torch && with_torch=1
+  if ((with_torch)); then
+    sweep_torch sweep_epoch "$model" off && best_off=$torch_best
+    sweep_torch sweep_epoch "$model" bf16 && best_b16=$torch_best
+  fi
   for ((i = 1; i <= n; i++)); do
     off+=("$(ampgrad_epoch "$model" off "amp$i")")
     f16+=("$(ampgrad_epoch "$model" fp16 "amp$i")")
     b16+=("$(ampgrad_epoch "$model" bf16 "amp$i")")
     printf '  run %d: ampgrad f32 %6.2f s  fp16 %6.2f s  bf16 %6.2f s' "$i" "${off[-1]}" "${f16[-1]}" "${b16[-1]}"
     if ((with_torch)); then
-      toff+=("$(torch_epoch "$model" off "$torch_variant" "amp$i" --quiet)")
-      tb16+=("$(torch_epoch "$model" bf16 "$torch_variant" "amp$i" --quiet)")
+      toff+=("$(torch_epoch "$model" off "$best_off" "amp$i" --quiet)")
+      tb16+=("$(torch_epoch "$model" bf16 "$best_b16" "amp$i" --quiet)")
       printf '   PyTorch f32 %6.2f s  bf16 %6.2f s' "${toff[-1]}" "${tb16[-1]}"
     fi
     echo
@@ -246,7 +276,7 @@ section_amp() {
     local to tb
     to=$(printf '%s\n' "${toff[@]}" | median)
     tb=$(printf '%s\n' "${tb16[@]}" | median)
-    echo "  (PyTorch variant: $torch_variant)"
+    echo "  (PyTorch's settings: f32 $best_off, bf16 $best_b16)"
     printf '  median PyTorch: f32 %.2f s  bf16 autocast %.2f s (%sx f32); ampgrad bf16 / PyTorch bf16 %s\n' \
       "$to" "$tb" "$(ratio "$tb" "$to")" "$(ratio "$mb" "$tb")"
   elif ((!torch_amp)); then
@@ -265,13 +295,14 @@ ampgrad_gpt() {  # amp seed
     { echo "ampgrad GPT run failed, see $log" >&2; cat "$log" >&2; return 1; }
   echo "$(tail -n +2 "$csv" | cut -d, -f6 | median) $(tail -n 1 "$csv" | cut -d, -f3)"
 }
-torch_gpt() {  # amp seed
-  local log="$out/torch-gpt-$1-$2.log" envs=()
-  ((torch_tuned)) && envs+=(OMP_WAIT_POLICY=PASSIVE)
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${envs[@]}" "$PY" bench/torch_gpt.py "${gpt_settings[@]}" --amp "$1" \
-    --seed "$2" >"$log" 2>&1 || { echo "PyTorch GPT run failed, see $log" >&2; cat "$log" >&2; return 1; }
+torch_gpt() {  # amp seed setting
+  local log="$out/torch-gpt-$1-$2.log"
+  # --threads comes last from torch_in, overriding gpt_settings' own
+  torch_in "$3" bench/torch_gpt.py "${gpt_settings[@]}" --amp "$1" --seed "$2" >"$log" 2>&1 ||
+    { echo "PyTorch GPT run failed, see $log" >&2; cat "$log" >&2; return 1; }
   sed -n 's/^torch_gpt .* ms_per_step=\([0-9.]*\) val_loss=\([0-9.a-z]*\)$/\1 \2/p' "$log"
 }
+sweep_gpt() { local r; r=$(torch_gpt "$1" 1 "$2"); echo "${r% *}"; }  # amp setting: ms/step
 
 section_gpt() {
   echo
@@ -279,8 +310,16 @@ section_gpt() {
   echo "   $runs run(s) of each (run i: seed i), interleaved: ms/step (median of the evaluation intervals) and the last val_loss"
   local with_torch=0
   have_torch && with_torch=1 || echo "  (PyTorch is not importable by $PY: ampgrad only)"
-  ((with_torch)) && echo "  (PyTorch $( ((torch_tuned)) && echo "with OMP_WAIT_POLICY=PASSIVE" || echo "as installed"); its CPU autocast has bf16 only)"
+  ((with_torch)) && echo "  (PyTorch's CPU autocast has bf16 only)"
   check_quiet
+  declare -A best
+  if ((with_torch)); then
+    for amp in off bf16; do
+      echo "  PyTorch $amp:"
+      sweep_torch sweep_gpt "$amp"
+      best[$amp]=$torch_best
+    done
+  fi
   local kinds=(ampgrad:off ampgrad:fp16 ampgrad:bf16) k i
   ((with_torch)) && kinds+=(torch:off torch:bf16)
   declare -A ms loss
@@ -288,7 +327,7 @@ section_gpt() {
     printf '  run %d:' "$i"
     for k in "${kinds[@]}"; do
       local r
-      r=$("${k%%:*}_gpt" "${k#*:}" "$i")  # "ms loss"
+      r=$("${k%%:*}_gpt" "${k#*:}" "$i" "${best[${k#*:}]:-}")  # "ms loss"
       ms[$k]+="${r% *} "
       loss[$k]+="${r#* } "
       printf '  %s %s %s ms' "${k%%:*}" "${k#*:}" "${r% *}"

@@ -184,6 +184,16 @@ deps=() generator=()
 if [ -d .gpu-deps/root ]; then  # staged by scripts/gpu-deps.sh: searched before the system
   root=$PWD/.gpu-deps/root/usr
   deps=("-DCMAKE_PREFIX_PATH=$root;$root/lib/x86_64-linux-gnu")
+  if [ -x "$root/bin/mpirun" ] && ! command -v mpirun >/dev/null; then  # the staged Open MPI, relocated
+    export OPAL_PREFIX=$root PATH=$root/bin:$PATH
+    export LD_LIBRARY_PATH=$root/lib/x86_64-linux-gnu/openmpi/lib:$root/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+fi
+# NCCL: the CUDA toolkit's, which CMake finds by itself, else the one PyTorch's nvidia-nccl wheel ships
+nccl=$(python3 -c "import importlib.util as u; s = u.find_spec('nvidia.nccl'); print(s.submodule_search_locations[0])" 2>/dev/null || true)
+if [ -n "$nccl" ] && [ -f "$nccl/include/nccl.h" ] && ! ls /usr/local/cuda/include/nccl.h >/dev/null 2>&1; then
+  deps+=("-DNCCL_INCLUDE_DIR=$nccl/include" "-DNCCL_LIBRARY=$(ls "$nccl"/lib/libnccl.so* | head -1)")
+  export LD_LIBRARY_PATH=$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi  # the GPU image has ninja, maybe no make
 timed "configure (sm_90)" cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAMPGRAD_CUDA=ON \

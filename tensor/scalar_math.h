@@ -120,6 +120,16 @@ template <class A> AMPGRAD_HD inline A gelu_grad(A x) {
 AMPGRAD_HD inline float gelu(float x) { return x * normal_cdf(x); }
 AMPGRAD_HD inline float gelu_grad(float x) { return normal_cdf(x) + x * (exp_vectorised(-0.5f * x * x) * 0.39894228040143267794f); }
 
+// A floating value into int64, one rule for both backends (C++ leaves NaN and out-of-range
+// undefined; x86 gives INT64_MIN for all of them, CUDA saturates): truncate toward zero,
+// saturate past the range, NaN to 0 — what CUDA's cvt.rzi.s64 does, so the GPU pays nothing.
+template <class A> AMPGRAD_HD inline int64_t to_int64(A x) {
+  if (x != x) return 0;
+  if (x >= A(9223372036854775807.0)) return INT64_MAX;  // 2^63, the first float past the range
+  if (x <= A(-9223372036854775808.0)) return INT64_MIN;
+  return int64_t(x);
+}
+
 // max_pool2d's rule for v taking a window's lead from best: a NaN wins (the first one), then a
 // larger value; a tie keeps the earlier element, so both backends return the same index.
 template <class A> AMPGRAD_HD inline bool pool_beats(A v, A best) { return v > best || (v != v && best == best); }

@@ -77,10 +77,9 @@ TEST_CASE("nested regions: an inner disabled region runs in full precision, leav
   CHECK(matmul(x, x).dtype() == kFloat16);
 }
 
-TEST_CASE("policy table: rows in enum order, PyTorch's categories, printable") {
+TEST_CASE("policy table: PyTorch's categories, printable") {
   using amp::Cast;
   using amp::Op;
-  for (size_t i = 0; i < amp::kNumOps; ++i) CHECK(size_t(amp::policy_table()[i].op) == i);
   CHECK(amp::category(Op::matmul, DeviceType::CUDA) == Cast::lower_precision);
   CHECK(amp::category(Op::conv2d, DeviceType::CPU) == Cast::lower_precision);
   CHECK(amp::category(Op::softmax, DeviceType::CUDA) == Cast::fp32);

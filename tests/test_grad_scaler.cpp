@@ -283,6 +283,19 @@ DEVICE_TEST_CASE("history records the scale used and whether the step was skippe
   CHECK(s.history()[1].scale == 4);
   CHECK(s.history()[1].found_inf);
   CHECK(s.history()[2].scale == 2);
+  // update(new_scale) sets the scale, and the record still says whether that step was skipped
+  Tensor p = opt.params()[0];
+  s.scale((p * 1.0).sum()).backward();
+  {
+    NoGradGuard g;
+    p.grad().narrow(0, 0, 1).fill_(NAN);
+  }
+  CHECK_FALSE(bool(s.step(opt)));
+  s.update(1024.0);
+  REQUIRE(s.history().size() == 4);
+  CHECK(s.history()[3].scale == 2);
+  CHECK(s.history()[3].found_inf);
+  CHECK(s.get_scale() == 1024);
 }
 
 // ---- the scale's domain, and steps under real autocast ----

@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "data/checkpoint.h"
@@ -14,6 +16,7 @@
 #include "mnist/trainer.h"
 #include "skip.h"
 #include "trainer_fixtures.h"
+#include "trainer_support.h"
 
 using namespace ampgrad;
 
@@ -337,6 +340,57 @@ TEST_CASE("the teaching commands beside mnist (underflow, amp_step, memory) refu
       {"--segments 0", "--segments: must be a whole number in [1, 2048], got '0'"},
       {"--steps 1001", "--steps: must be a whole number in [1, 1000], got '1001'"},
   });
+}
+
+// docs/amp-walkthrough.md narrates one run of amp_step: its bold figures and its quoted output lines
+// must be what amp_step prints today, or the walkthrough has gone stale.
+TEST_CASE("amp-walkthrough.md's figures are amp_step's output") {
+  const std::string digits = AMPGRAD_SOURCE_DIR "/data-cache/mnist";
+  SKIP_TEST_IF(!std::filesystem::exists(digits), "no MNIST digits in " << digits << " (run scripts/get-data.sh)");
+  const std::filesystem::path dir = std::filesystem::path(TRAINER_COMMAND).parent_path();
+  const CommandResult run = run_command("OMP_NUM_THREADS=2 " + (dir / "amp_step").string() + " --data " + digits);  // as the page says
+  REQUIRE(run.status == 0);
+  std::ifstream doc(AMPGRAD_SOURCE_DIR "/docs/amp-walkthrough.md");
+  std::string line;
+  int figures = 0, quoted = 0;
+  bool in_block = false;
+  const std::regex bold(R"(\*\*([^*]+)\*\*)"), number(R"([0-9]+(\.[0-9]+)?)");
+  for (int n = 1; std::getline(doc, line); ++n) {
+    if (line.rfind("```", 0) == 0) {
+      in_block = !in_block;
+      continue;
+    }
+    CAPTURE(n);
+    CAPTURE(line);
+    // a line inside a plain block that amp_step prints (its fc1.weight health line) is quoted whole
+    if (in_block && line.rfind("fc1.weight ", 0) == 0) {
+      CHECK(run.output.find(line) != std::string::npos);
+      ++quoted;
+    }
+    for (std::sregex_iterator b(line.begin(), line.end(), bold), end; b != end; ++b) {
+      const std::string span = (*b)[1];
+      for (std::sregex_iterator v(span.begin(), span.end(), number); v != end; ++v, ++figures) {
+        const std::regex whole("(^|[^0-9.])" + std::regex_replace(v->str(), std::regex(R"(\.)"), R"(\.)") + "([^0-9]|$)");
+        CHECK_MESSAGE(std::regex_search(run.output, whole), "amp_step no longer prints " << v->str());
+      }
+    }
+  }
+  CHECK(figures >= 8);  // 0.747028, 65536, 48957.2, 0.00195312, 2.98023, ...
+  CHECK(quoted == 1);
+}
+
+TEST_CASE("--device is cpu, cuda or cuda:N, and a device this machine lacks is refused by name") {
+  CHECK(examples::training_device("cpu") == Device::cpu());
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "CUDA"})
+    CHECK(error_of([&] { examples::training_device(bad); }) == std::string("--device must be cpu, cuda or cuda:N, got '") + bad + "'");
+  if (!cuda::is_available()) {
+    CHECK(error_of([] { examples::training_device("cuda:1"); }) == "--device cuda:1: " + cuda::unavailable_reason());
+  } else {
+    const std::string past = "cuda:" + std::to_string(cuda::device_count());
+    CHECK(error_of([&] { examples::training_device(past); }) ==
+          "--device " + past + ": this node has " + std::to_string(cuda::device_count()) + " CUDA devices");
+    CHECK(examples::training_device("cuda:0") == Device::cuda(0));
+  }
 }
 
 TEST_CASE("paths that cannot work are named before training: --save unwritable, a directory or a device as data or checkpoint") {

@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -95,6 +96,20 @@ DEVICE_TEST_CASE("half arithmetic computes in float32 and rounds once on store")
   CHECK(float((a + b.to(kFloat16)).item<float>()) == doctest::Approx(1 + std::ldexp(1.0, -10)));
   // exp(10) = 22026.47 -> nearest half is 22032 (spacing 16 at this magnitude)
   CHECK(full({1}, 10.0, kFloat16).to(dev).exp().item<float>() == 22032.f);
+}
+
+// C++ leaves these undefined; ampgrad defines one rule for both backends (math::to_int64).
+DEVICE_TEST_CASE("a floating value casts to int64 by truncation, saturating, NaN to 0, the same on every backend") {
+  const double big = 1e30, top = 9223372036854775807.0;  // top: 2^63, just past INT64_MAX
+  for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(t));
+    const bool wide = t == kFloat32 || t == kFloat64;  // 1e30 and 2^63 overflow the 16-bit types to inf: the same answer
+    const Tensor x = from_vector<double>({NAN, INFINITY, -INFINITY, wide ? big : INFINITY, wide ? -top : -INFINITY, 2.75, -2.75, -0.5})
+                         .to(t).to(dev);
+    CHECK(to_vector<int64_t>(x.to(kInt64)) == std::vector<int64_t>{0, INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 2, -2, 0});
+  }
+  CHECK(to_vector<int64_t>(from_vector<double>({-9007199254740993.0, 4611686018427387904.0}).to(dev).to(kInt64)) ==
+        std::vector<int64_t>{-9007199254740992, 4611686018427387904});  // in range: exact truncation of the double
 }
 
 DEVICE_TEST_CASE("half matmul equals float32 matmul of the rounded inputs, rounded once") {
@@ -615,6 +630,42 @@ TEST_CASE("the CPU allocator hands a freed large block back for the same size") 
   CHECK(cpu::cached_bytes() == 0);
   { Tensor small = empty({16}); }
   CHECK(cpu::cached_bytes() == 0);  // small blocks go straight back to malloc
+}
+
+TEST_CASE("the CPU allocator reuses a block for any size of its class, and caches at most its cap, the oldest going first") {
+  cpu::empty_cache();
+  void* p;
+  {
+    Tensor a = empty({25000});  // 100,000 bytes: class 106,496 (64 KiB + 5 steps of 8 KiB)
+    p = a.raw_data();
+  }
+  CHECK(cpu::cached_bytes() == 106496);
+  CHECK(cpu::rounded_block_size(100000) == 106496);
+  CHECK(cpu::rounded_block_size(65537) == 73728);   // just past a power of two: one step of 8 KiB
+  CHECK(cpu::rounded_block_size(1 << 20) == 1 << 20);
+  CHECK(cpu::rounded_block_size(40) == 64);          // small blocks: 64-byte steps
+  CHECK(cpu::rounded_block_size(65000) == 65024);
+  {
+    Tensor b = empty({26000});  // 104,000 bytes: the same class, the same block
+    CHECK(b.raw_data() == p);
+  }
+  // Blocks of sizes that never repeat, freed one by one past the cap: the cache stays under it, and
+  // what it let go are the least recently freed.
+  const size_t cap = cpu::cache_cap();
+  std::vector<int64_t> sizes;  // in floats: every class from 1 MiB up, each a step of 1/8 of its power of two
+  for (int64_t bytes = 1 << 20, total = 0; total <= int64_t(cap); bytes += int64_t(std::bit_floor(uint64_t(bytes))) / 8) {
+    sizes.push_back(bytes / 4);
+    total += bytes;
+    Tensor t = empty({sizes.back()});
+  }
+  CHECK(cpu::cached_bytes() <= cap);
+  CHECK(cpu::cached_bytes() >= cap - 4 * sizes.back());  // full, less at most one block
+  const int64_t mallocs = memory_stats(Device::cpu()).num_system_allocs;
+  { Tensor newest = empty({sizes.back()}); }
+  CHECK(memory_stats(Device::cpu()).num_system_allocs == mallocs);  // still cached
+  { Tensor oldest = empty({sizes.front()}); }
+  CHECK(memory_stats(Device::cpu()).num_system_allocs == mallocs + 1);  // evicted: a fresh malloc
+  cpu::empty_cache();
 }
 
 DEVICE_TEST_CASE("half elementwise ops equal the float32 op rounded once") {

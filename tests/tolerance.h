@@ -1,5 +1,5 @@
 // tolerance.h — how far a dtype's result may be from a reference, derived from the dtype's
-// epsilon and the length of the sums inside (STYLE: tolerances are derived, not found by trial).
+// epsilon and the length of the sums inside: tolerances are derived, not found by trial.
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -3,7 +3,10 @@
 // exact in every dtype, so the expected values are exact too), and DistributedSampler's shards.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "autograd/ops.h"
@@ -95,6 +98,44 @@ TEST_CASE("collectives: asynchronous work completes on wait; refused inputs are 
                        doctest::Contains("avg of an int64 tensor is not defined"), Error);
   CHECK_THROWS_WITH_AS(pg.all_reduce(ones({2}, TensorOptions(kBool))), doctest::Contains("dtype bool is not supported"), Error);
   CHECK_THROWS_WITH_AS(pg.broadcast(ones({2}), pg.size()), doctest::Contains("is not a rank of this group"), Error);
+  // float8 is floating but storage-only: MPI would have reduced its bytes as int64 (8 times the buffer)
+  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    const Tensor t8 = ones({4}).to(f8);
+    CHECK_THROWS_WITH_AS(pg.all_reduce(t8), doctest::Contains((std::string("all_reduce: dtype ") + dtype_name(f8) + " is not supported").c_str()), Error);
+    CHECK_THROWS_WITH_AS(pg.broadcast(t8), doctest::Contains((std::string("broadcast: dtype ") + dtype_name(f8) + " is not supported").c_str()), Error);
+  }
+}
+
+TEST_CASE("collectives: a Work dropped unwaited whose finish fails says so on stderr, and does not terminate") {
+  std::fflush(stderr);
+  FILE* captured = std::tmpfile();
+  const int saved = dup(2);
+  dup2(fileno(captured), 2);
+  {
+    Work dropped([] { AMPGRAD_CHECK(false, "cudaStreamWaitEvent failed: an illegal memory access"); });
+    Work replaced([] { AMPGRAD_CHECK(false, "the first one"); });
+    replaced = Work();  // operator= finishes the old one: the same rule
+  }
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::string text(4096, '\0');
+  std::rewind(captured);
+  text.resize(std::fread(text.data(), 1, text.size(), captured));
+  std::fclose(captured);
+  CHECK(text.find("a collective dropped without wait() failed as it finished: the first one") != std::string::npos);
+  CHECK(text.find("failed as it finished: cudaStreamWaitEvent failed: an illegal memory access") != std::string::npos);
+  Work waited([] { AMPGRAD_CHECK(false, "peer gone"); });
+  CHECK_THROWS_WITH_AS(waited.wait(), doctest::Contains("peer gone"), Error);  // wait() still throws to its caller
+}
+
+TEST_CASE("collectives: each rank on a node drives its own GPU, round-robin past the node's count") {
+  CHECK(local_rank() == rank());  // mpirun -np 2 here: both ranks on this node
+  CHECK(device_for_local_rank(0, 8) == 0);
+  CHECK(device_for_local_rank(1, 8) == 1);
+  CHECK(device_for_local_rank(9, 8) == 1);
+  CHECK(device_for_local_rank(1, 1) == 0);
+  CHECK_THROWS_WITH_AS(device_for_local_rank(1, 0), doctest::Contains("no CUDA device on this node for local rank 1"), Error);
 }
 
 TEST_CASE("DistributedSampler: PyTorch's shards, disjoint, padded from the head, reshuffled per epoch") {

@@ -135,6 +135,37 @@ TEST_CASE("DDP refuses a parameter that got no gradient, naming it") {
   CHECK_THROWS_WITH_AS(ddp->forward(b.x), doctest::Contains("gave no gradient to 'module.unused.weight', 'module.unused.bias'"), Error);
 }
 
+// Registered first, `late` is reduced last: a pass that leaves it out has already started the
+// buckets of `used`, and the refused pass leaves their collectives running.
+struct LateUnused : nn::Module {
+  std::shared_ptr<nn::Linear> late = register_module("late", std::make_shared<nn::Linear>(8, 4));
+  std::shared_ptr<nn::Linear> used = register_module("used", std::make_shared<nn::Linear>(8, 4));
+  bool use_late = false;
+  Tensor forward(const Tensor& x) override { return use_late ? used->forward(x) + late->forward(x) : used->forward(x); }
+};
+
+TEST_CASE("DDP after a refused pass: the next pass waits for the old collectives before refilling their buckets") {
+  ProcessGroup& pg = group();
+  manual_seed(5);
+  auto local = std::make_shared<LateUnused>();
+  manual_seed(5);
+  auto inner = std::make_shared<LateUnused>();
+  auto ddp = std::make_shared<DistributedDataParallel>(inner, pg, DdpOptions{.bucket_cap_bytes = 64});  // one bucket per parameter
+  const Batch mine = global_batch(3, 4 * pg.size()).rows(pg.rank() * 4, 4);
+  F::cross_entropy(ddp->forward(mine.x), mine.y).backward();  // late got nothing: used's buckets started, late's never
+  CHECK_THROWS_WITH_AS(ddp->forward(mine.x), doctest::Contains("gave no gradient to 'module.late.weight', 'module.late.bias'"), Error);
+  ddp->zero_grad();
+  local->use_late = inner->use_late = true;
+  F::cross_entropy(local->forward(mine.x), mine.y).backward();
+  F::cross_entropy(ddp->forward(mine.x), mine.y).backward();
+  std::vector<Tensor> lp = local->parameters(), dp = ddp->parameters();
+  for (size_t i = 0; i < lp.size(); ++i) {
+    Tensor g = lp[i].grad().clone();
+    pg.all_reduce(g, ReduceOp::avg);
+    CHECK(to_vector<float>(dp[i].grad()) == to_vector<float>(g));
+  }
+}
+
 TEST_CASE("check_parameters_match names the first parameter that differs between ranks") {
   ProcessGroup& pg = group();
   auto ddp = std::make_shared<DistributedDataParallel>(mlp(5), pg, DdpOptions{.check_every = 1});

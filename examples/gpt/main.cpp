@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   app.add_option("--eval-batches", c.eval_batches)->check(whole_number(1, 1 << 20))->capture_default_str();
   app.add_option("--seed", c.seed)->check(whole_number(0))->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads (0: OMP_NUM_THREADS if set, else all cores)")->check(whole_number(0, 1024))->capture_default_str();
-  app.add_option("--device", c.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app.add_option("--device", c.device, "cpu | cuda | cuda:N: where the model and batches live (cuda under --ddp: each rank its node's GPU by local rank)")->capture_default_str();
   app.add_option("--amp", c.amp, "off | fp16 (with a GradScaler) | bf16")->check(CLI::IsMember({"off", "fp16", "bf16"}))->capture_default_str();
   app.add_flag("--float8", c.float8, "every linear as an FP8 GEMM (e4m3 forward, e5m2 gradients, a scale per tensor), numerics emulated");
   app.add_option("--checkpoint", c.checkpoint_segments, "recompute the blocks' activations in backward, in N segments (0: off)")

@@ -154,7 +154,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.warmup_steps >= 0, "--warmup-steps must be >= 0, got " << c.warmup_steps);
   AMPGRAD_CHECK(c.stop_after >= 0 && c.stop_after <= c.steps, "--stop-after must be in [0, --steps], got " << c.stop_after);
   const int64_t last_step = c.stop_after ? c.stop_after : c.steps;
-  const Device device = examples::training_device(c.device);
+  const Device device = examples::training_device(c.device, c.ddp);
   const examples::AmpSetting precision = examples::amp_setting(c.amp, c.float8);
   examples::check_writable("--save", c.save_path);
   examples::check_writable("--profile-trace", c.profile_trace);

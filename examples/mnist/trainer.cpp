@@ -118,7 +118,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.accum_steps >= 1, "--accum-steps must be >= 1");
   AMPGRAD_CHECK(c.grad_penalty >= 0 && c.fgsm_eps >= 0, "--grad-penalty and --fgsm must be >= 0");
   AMPGRAD_CHECK(!(c.float8 && c.grad_penalty > 0), "--grad-penalty differentiates the model twice, and --float8's linear is once differentiable");
-  const Device device = examples::training_device(c.device);
+  const Device device = examples::training_device(c.device, c.ddp);
   const examples::AmpSetting precision = examples::amp_setting(c.amp, c.float8);
   examples::check_writable("--save", c.save_path);
   examples::check_writable("--scale-history", c.scale_history_path);

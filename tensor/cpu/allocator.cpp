@@ -1,10 +1,16 @@
-// allocator.cpp — per-size free lists behind a mutex. A block's size is rounded to 64 bytes;
-// the cache holds at most kMaxCached bytes and frees beyond that. The statistics are atomics,
-// so a small block, which never takes the lock, still counts.
+// allocator.cpp — size-class free lists behind a mutex. A large block's size is rounded up to one
+// of eight classes per power of two (at most 1/8 wasted, as the CUDA allocator rounds), so shapes
+// that vary a little still reuse blocks. The cache holds at most what the program has ever had
+// allocated at once (at least 64 MiB), evicting the least recently freed blocks first: memory a
+// program no longer uses goes back to the system instead of staying cached for ever. The
+// statistics are atomics, so a small block, which never takes the lock, still counts.
 #include "tensor/cpu/allocator.h"
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
+#include <list>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -16,28 +22,37 @@ namespace ampgrad::cpu {
 
 namespace {
 constexpr size_t kMinCached = 64 << 10;  // below this, malloc is cheaper than bookkeeping
-constexpr size_t kMaxCached = size_t(2) << 30;
+constexpr size_t kMinCap = 64 << 20;      // the cache may always hold this much
 
+struct Block {
+  size_t size;
+  void* ptr;
+};
 struct Cache {
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> free;  // rounded size -> blocks
+  std::list<Block> recent;  // the most recently freed first
+  std::unordered_map<size_t, std::vector<std::list<Block>::iterator>> by_size;
   size_t bytes = 0;
 };
 Cache& cache() {
   static Cache* c = new Cache;  // never destroyed: tensors freed during static destruction still find it
   return *c;
 }
-size_t rounded(size_t n) { return n < 64 ? 64 : (n + 63) / 64 * 64; }
 
 struct Counters {
   std::atomic<int64_t> allocated{0}, reserved{0}, peak{0}, system_allocs{0}, system_frees{0};
+  std::atomic<int64_t> most_ever{0};  // the peak that reset_peak_memory_stats never resets: the cache's cap
 };
 Counters counters;  // constant-initialised: ready before any static tensor is made
 
+void raise_to(std::atomic<int64_t>& high, int64_t now) {
+  int64_t seen = high.load(std::memory_order_relaxed);
+  while (now > seen && !high.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {}
+}
 void count_allocated(int64_t n) {
   const int64_t now = counters.allocated.fetch_add(n, std::memory_order_relaxed) + n;
-  int64_t peak = counters.peak.load(std::memory_order_relaxed);
-  while (now > peak && !counters.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+  raise_to(counters.peak, now);
+  raise_to(counters.most_ever, now);
 }
 void* system_alloc(size_t n) {
   void* p = std::aligned_alloc(64, n);
@@ -51,20 +66,31 @@ void system_free(void* p, size_t n) {
   counters.reserved -= int64_t(n);
   ++counters.system_frees;
 }
+// Takes the block out of the cache (the lock held).
+void* take(Cache& c, std::vector<std::list<Block>::iterator>& same_size, size_t index) {
+  const auto it = same_size[index];
+  void* p = it->ptr;
+  c.bytes -= it->size;
+  same_size.erase(same_size.begin() + std::ptrdiff_t(index));
+  c.recent.erase(it);
+  return p;
+}
 }  // namespace
 
+size_t rounded_block_size(size_t n) {
+  if (n < kMinCached) return n < 64 ? 64 : (n + 63) / 64 * 64;
+  const size_t step = std::bit_floor(n) / 8;
+  return (n + step - 1) / step * step;
+}
+
 void* allocate(size_t nbytes) {
-  const size_t n = rounded(nbytes);
+  const size_t n = rounded_block_size(nbytes);
   void* p = nullptr;
   if (n >= kMinCached) {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
-    auto it = c.free.find(n);
-    if (it != c.free.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
-      c.bytes -= n;
-    }
+    auto it = c.by_size.find(n);
+    if (it != c.by_size.end() && !it->second.empty()) p = take(c, it->second, it->second.size() - 1);
   }
   if (!p) p = system_alloc(n);
   count_allocated(int64_t(n));
@@ -73,20 +99,24 @@ void* allocate(size_t nbytes) {
 }
 
 void deallocate(void* ptr, size_t nbytes) {
-  const size_t n = rounded(nbytes);
+  const size_t n = rounded_block_size(nbytes);
   counters.allocated -= int64_t(n);
   announce([&](Observer& o) { o.on_free(Device::cpu(), ptr, int64_t(n)); });
-  if (n >= kMinCached) {
-    Cache& c = cache();
-    std::lock_guard lock(c.mu);
-    if (c.bytes + n <= kMaxCached) {
-      c.free[n].push_back(ptr);
-      c.bytes += n;
-      return;
-    }
+  if (n < kMinCached) return system_free(ptr, n);
+  Cache& c = cache();
+  std::lock_guard lock(c.mu);
+  c.recent.push_front({n, ptr});
+  c.by_size[n].push_back(c.recent.begin());
+  c.bytes += n;
+  while (c.bytes > cache_cap()) {  // the least recently freed go back to the system
+    std::vector<std::list<Block>::iterator>& same_size = c.by_size[c.recent.back().size];
+    const size_t oldest = size_t(std::find(same_size.begin(), same_size.end(), std::prev(c.recent.end())) - same_size.begin());
+    const size_t size = c.recent.back().size;
+    system_free(take(c, same_size, oldest), size);
   }
-  system_free(ptr, n);
 }
+
+size_t cache_cap() { return std::max<size_t>(kMinCap, size_t(counters.most_ever.load(std::memory_order_relaxed))); }
 
 size_t cached_bytes() {
   std::lock_guard lock(cache().mu);
@@ -96,9 +126,9 @@ size_t cached_bytes() {
 void empty_cache() {
   Cache& c = cache();
   std::lock_guard lock(c.mu);
-  for (auto& [n, blocks] : c.free)
-    for (void* p : blocks) system_free(p, n);
-  c.free.clear();
+  for (const Block& b : c.recent) system_free(b.ptr, b.size);
+  c.recent.clear();
+  c.by_size.clear();
   c.bytes = 0;
 }
 

@@ -223,6 +223,7 @@ void copy_(const Tensor& dst, const Tensor& src) {  // shapes checked in tensor/
       // wider math type, so that float -> half rounds once.
       map_into<D, S>(dst, src, [](S v) {
         if constexpr (std::is_same_v<D, S>) return v;
+        else if constexpr (std::is_same_v<D, int64_t> && !std::is_integral_v<opmath_t<S>>) return math::to_int64(static_cast<opmath_t<S>>(v));
         else return static_cast<D>(static_cast<opmath_t<S>>(v));
       });
     });

@@ -1,7 +1,7 @@
-// copy.cpp — copy_ whenever a side is on the GPU: host <-> device, device <-> device, with dtype
-// casts, strides and broadcasting of src into dst. Bytes cross the PCIe bus as they are (one
-// contiguous block of src's dtype); any cast or scatter then runs where the destination lives:
-// the device kernel of copy.cu, or the CPU's copy_ for a host destination.
+// copy.cpp — copy_ whenever a side is on the GPU: host <-> device, device <-> device (also between
+// two GPUs, peer to peer), with dtype casts, strides and broadcasting of src into dst. Bytes cross
+// the bus as they are (one contiguous block of src's dtype); any cast or scatter then runs where
+// the destination lives: the device kernel of copy.cu, or the CPU's copy_ for a host destination.
 #include "tensor/cuda/loops.h"
 #include "tensor/cuda/runtime.h"
 
@@ -17,9 +17,23 @@ static size_t nbytes(const Tensor& t) { return t.numel() * t.element_size(); }
 void copy_(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;  // shapes checked in tensor/kernels.cpp
 
+  if (dst.device().is_cuda() && src.device().is_cuda() && dst.device() != src.device()) {  // GPU -> another GPU
+    // Each device has its own stream, so the two are ordered by hand: two syncs, named.
+    Tensor from;
+    {
+      DeviceGuard on(src.device().index);
+      from = contiguous(src);
+      AMPGRAD_CUDA_CHECK(cudaStreamSynchronize(stream()));  // Sync: src's bytes are final before the other device reads them
+    }
+    DeviceGuard on(dst.device().index);
+    Tensor landed = bytes_match(dst, from) ? dst : empty_on(dst, from.shape(), from.dtype());
+    AMPGRAD_CUDA_CHECK(cudaMemcpyPeerAsync(landed.raw_data(), dst.device().index, from.raw_data(), src.device().index, nbytes(from), stream()));
+    // Sync: a temporary contiguous copy of src goes back to src's cache, whose next user would not wait for this read
+    if (!from.is_same(src)) AMPGRAD_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    if (!landed.is_same(dst)) cuda::copy_(dst, landed);
+    return;
+  }
   if (dst.device().is_cuda() && src.device().is_cuda()) {
-    AMPGRAD_CHECK(dst.device() == src.device(),
-                  "copy_: copies between " << src.device().str() << " and " << dst.device().str() << " are not supported");
     if (bytes_match(dst, src)) {
       if (dst.raw_data() == src.raw_data()) return;  // x.copy_(x): memcpy's ranges may not overlap
       AMPGRAD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes(src), cudaMemcpyDeviceToDevice, stream()));

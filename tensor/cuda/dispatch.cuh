@@ -15,6 +15,7 @@
 #include "tensor/cuda/runtime.h"
 #include "tensor/dtype_enum.h"
 #include "tensor/float8.h"
+#include "tensor/scalar_math.h"
 
 namespace ampgrad::cuda {
 
@@ -81,6 +82,8 @@ template <class T, class A> __host__ __device__ inline T cast(A a) {
     }
     if constexpr (std::is_same_v<T, __half>) return __float2half_rn(f);
     else return __float2bfloat16_rn(f);
+  } else if constexpr (std::is_same_v<T, int64_t> && std::is_floating_point_v<A>) {
+    return math::to_int64(a);  // NaN and out-of-range as the CPU casts them
   } else {
     return static_cast<T>(a);
   }
