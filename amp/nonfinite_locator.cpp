@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iomanip>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "amp/autocast.h"
@@ -67,10 +68,11 @@ std::string NonFiniteLocator::parameter_of(const Tensor& t) const {
   return "";
 }
 
-static const PolicyRow* row_named(const char* op) {
-  for (const PolicyRow& r : policy_table())
-    if (std::strcmp(r.name, op) == 0) return &r;
-  return nullptr;
+// The policy row of a recorded op, found by the name record() announces it with.
+static std::optional<Op> op_named(const char* name) {
+  for (size_t i = 0; i < kNumOps; ++i)
+    if (std::strcmp(policy(Op(i)).name, name) == 0) return Op(i);
+  return std::nullopt;
 }
 
 void NonFiniteLocator::on_op_output(const Tensor& out, const char* op, const std::vector<Tensor>& inputs) {
@@ -80,10 +82,10 @@ void NonFiniteLocator::on_op_output(const Tensor& out, const char* op, const std
   // autocast's own cast (of an input or a weight): its row is that of the op it casts for, the next one
   const char* maker = MadeBy::now().name;
   const bool autocast_cast = forward && maker && std::strncmp(maker, "autocast", 8) == 0;
-  const PolicyRow* row = forward && !autocast_cast && is_enabled(out.device().type) ? row_named(op) : nullptr;
+  const std::optional<Op> row = forward && !autocast_cast && is_enabled(out.device().type) ? op_named(op) : std::nullopt;
   if (report_ && awaiting_consumer_ && forward && row) {  // the op autocast cast for
-    report_->policy = category(row->op, out.device().type);
-    report_->policy_op = row->name;
+    report_->policy = category(*row, out.device().type);
+    report_->policy_op = policy(*row).name;
     awaiting_consumer_ = false;
   }
   std::string module;
@@ -103,7 +105,7 @@ void NonFiniteLocator::on_op_output(const Tensor& out, const char* op, const std
   if (c.nan > 0 || (c.inf > 0 && (!inherited_inf || parameter_inf))) {
     NonFiniteReport r{.backward = !forward, .op = op, .node = nodes_.empty() ? "" : nodes_.back(), .module = module,
                       .after_module = module.empty() && forward ? last_module_ : "", .dtype = out.dtype(), .output = c};
-    if (row) r.policy = category(row->op, out.device().type), r.policy_op = row->name;
+    if (row) r.policy = category(*row, out.device().type), r.policy_op = policy(*row).name;
     awaiting_consumer_ = autocast_cast;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i].defined() || !inputs[i].is_floating_point()) continue;
