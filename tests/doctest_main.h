@@ -25,8 +25,8 @@ Counts counts;
 
 // A skip comes before the case's first check: a check before it runs only where the case is
 // reported skipped, so it could never be seen to fail. (doctest keeps the count in g_cs.)
-void skip_case() {
-  if (doctest::detail::g_cs->numAssertsCurrentTest_atomic > 0) FAIL_CHECK("a case skips before its first check, not after it");
+void skip_case(const char* file, int line) {
+  if (doctest::detail::g_cs->numAssertsCurrentTest_atomic > 0) ADD_FAIL_CHECK_AT(file, line, "a case skips before its first check, not after it");
   counts.skip_now = true;
 }
 

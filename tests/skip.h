@@ -9,13 +9,13 @@
 #include "tensor/device.h"
 
 namespace ampgrad_test {
-void skip_case();  // doctest_main.h: notes the skip; a check before it fails the case
+void skip_case(const char* file, int line);  // doctest_main.h: notes the skip; a check before it fails the case
 }
 
-#define SKIP_TEST_IF(cond, reason)  \
-  if (cond) {                       \
-    ::ampgrad_test::skip_case();    \
-    MESSAGE("SKIPPED: " << reason); \
-    return;                         \
+#define SKIP_TEST_IF(cond, reason)                       \
+  if (cond) {                                            \
+    ::ampgrad_test::skip_case(__FILE__, __LINE__);       \
+    MESSAGE("SKIPPED: " << reason);                      \
+    return;                                              \
   }
 #define SKIP_WITHOUT_GPU() SKIP_TEST_IF(!::ampgrad::cuda::is_available(), ::ampgrad::cuda::unavailable_reason())

@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cmath>
+#include <tuple>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
@@ -586,14 +587,21 @@ DEVICE_TEST_CASE("half inputs run every op family in float32 and round once") {
   // Each op's half result is the float32 op on the same (widened) inputs, rounded once: on the CPU
   // bit for bit (the same float32 code runs). On CUDA a float32 sum in another order may cross a
   // rounding boundary: within one half ulp (2⁻¹⁰ relative). x·x + x is two ops, two roundings.
-  const std::pair<Tensor, Tensor> half_and_single[] = {
-      {relu(x), relu(x32)}, {gelu(x), gelu(x32)}, {softmax(x, 1), softmax(x32, 1)}, {log_softmax(x, 1), log_softmax(x32, 1)},
-      {linear(x, w), linear(x32, w32)}, {sum(x, {1}), sum(x32, {1})}, {x * x + x, (x32 * x32).to(kFloat16).to(kFloat32) + x32}};
-  for (const auto& [half, single] : half_and_single) {
+  const std::tuple<const char*, Tensor, Tensor> half_and_single[] = {
+      {"relu", relu(x), relu(x32)}, {"gelu", gelu(x), gelu(x32)}, {"softmax", softmax(x, 1), softmax(x32, 1)},
+      {"log_softmax", log_softmax(x, 1), log_softmax(x32, 1)}, {"linear", linear(x, w), linear(x32, w32)},
+      {"sum", sum(x, {1}), sum(x32, {1})}, {"x * x + x", x * x + x, (x32 * x32).to(kFloat16).to(kFloat32) + x32}};
+  for (const auto& [op, half, single] : half_and_single) {
+    CAPTURE(op);
     CHECK(half.dtype() == kFloat16);
     const std::vector<float> got = to_vector<float>(half), want = to_vector<float>(single.to(kFloat16));
-    if (dev.is_cpu()) CHECK(got == want);
-    for (size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= std::ldexp(std::abs(want[i]), -10));
+    int64_t other_bits = 0, past_one_ulp = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      other_bits += got[i] != want[i];
+      past_one_ulp += std::abs(got[i] - want[i]) > std::ldexp(std::abs(want[i]), -10);
+    }
+    if (dev.is_cpu()) CHECK(other_bits == 0);
+    CHECK(past_one_ulp == 0);
   }
   CHECK(cross_entropy(x, from_vector<int64_t>({0, 1, 2, 3}).to(dev)).dtype() == kFloat16);  // no autocast: stays half
 }
