@@ -24,19 +24,24 @@ trap revert EXIT
 trap 'exit 130' INT TERM
 
 header() { sed -n "s/^# $1: //p" "$2" | head -n 1; }
+for name in "${names[@]}"; do  # before any is applied: each patch is there, with its header, on committed files
+  patch=tests/mutants/$name.patch
+  [[ -f $patch ]] || { echo "mutants.sh: no $patch" >&2; exit 2; }
+  [[ -n $(header target "$patch") && -n $(header expect-fail "$patch") ]] ||
+    { echo "mutants.sh: $patch lacks '# target:' or '# expect-fail:'" >&2; exit 2; }
+  mapfile -t files < <(git apply --numstat "$patch" 2>/dev/null | cut -f3)
+  if ((${#files[@]})) && ! git diff --quiet HEAD -- "${files[@]}"; then
+    echo "mutants.sh: $name patches files with uncommitted changes (${files[*]}): commit or stash them first" >&2
+    exit 2
+  fi
+done
+
 mkdir -p build/mutants
 rows=()
 status=0
 for name in "${names[@]}"; do
   patch=tests/mutants/$name.patch
-  [[ -f $patch ]] || { echo "mutants.sh: no $patch" >&2; exit 2; }
   target=$(header target "$patch") regex=$(header expect-fail "$patch") why=$(header why "$patch")
-  [[ -n $target && -n $regex ]] || { echo "mutants.sh: $patch lacks '# target:' or '# expect-fail:'" >&2; exit 2; }
-  mapfile -t files < <(git apply --numstat "$patch" | cut -f3)
-  if ! git diff --quiet HEAD -- "${files[@]}"; then
-    echo "mutants.sh: $name patches files with uncommitted changes (${files[*]}): commit or stash them first" >&2
-    exit 2
-  fi
   log=build/mutants/$name.log
   echo "mutants.sh: $name (build $target, ctest -R '$regex')" >&2
   if ! git apply --check "$patch" 2>"$log"; then
