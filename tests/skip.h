@@ -1,5 +1,5 @@
 // skip.h — for test cases that cannot run here (no GPU, no data set, running as root). Such a
-// case ends with SKIP_TEST_IF as its first statement; the run's exit status then says 77, which
+// case opens with SKIP_TEST_IF (or SKIP_WITHOUT_GPU); when it skips, the run exits 77, which
 // ctest's SKIP_RETURN_CODE shows as "Skipped" — never a silent pass, never hidden from the list
 // as doctest::skip is. A run counts as skipped only when every case in it skipped and none
 // failed (doctest_main.h), so a skip never hides a failure.
