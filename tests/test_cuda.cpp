@@ -1,8 +1,8 @@
 // test_cuda.cpp — the CUDA backend against the CPU: every op of autograd/ops.h on both devices
 // (forward and backward, float32 / float16 / bfloat16), host <-> device copies of every dtype,
 // the caching allocator, the GradScaler's fused kernels, the sync-free optimizer step, TF32's
-// default. Every case opens with SKIP_WITHOUT_GPU(): on a machine without a GPU each reports
-// itself skipped. The CPU backend is the reference: test_ops.cpp checks it against closed forms.
+// default. Every case that needs a GPU opens with SKIP_WITHOUT_GPU(): on a machine without one
+// it reports itself skipped. The CPU backend is the reference: test_ops.cpp checks it against closed forms.
 // The numeric suites also run their own cases on CUDA (tests/devices.h); this file holds what
 // needs both devices at once.
 //
@@ -386,15 +386,16 @@ struct ScopedEnv {
   ~ScopedEnv() { saved ? setenv(name, saved->c_str(), 1) : unsetenv(name); }
 };
 
-TEST_CASE("AMPGRAD_NO_CUDA_MEMORY_CACHING: blocks of the exact size, returned to the driver at once") {
+TEST_CASE("AMPGRAD_NO_CUDA_MEMORY_CACHING: set at all, it turns caching off") {
   {
     ScopedEnv off("AMPGRAD_NO_CUDA_MEMORY_CACHING", "0");  // set at all, as PyTorch's switch
     CHECK_FALSE(cuda::memory_caching_enabled());
   }
-  {
-    ScopedEnv on("AMPGRAD_NO_CUDA_MEMORY_CACHING", nullptr);
-    CHECK(cuda::memory_caching_enabled());
-  }
+  ScopedEnv on("AMPGRAD_NO_CUDA_MEMORY_CACHING", nullptr);
+  CHECK(cuda::memory_caching_enabled());
+}
+
+TEST_CASE("AMPGRAD_NO_CUDA_MEMORY_CACHING: blocks of the exact size, returned to the driver at once") {
   SKIP_WITHOUT_GPU();
   ScopedEnv off("AMPGRAD_NO_CUDA_MEMORY_CACHING", "1");
   const MemoryStats s0 = cuda::memory_stats(0);

@@ -129,6 +129,19 @@ DEVICE_TEST_CASE("Adam's first step is lr·g/(|g| + eps) to float32 rounding: 1 
   CHECK(std::abs(vec(p)[0] - want) <= 4 * ulp);
 }
 
+DEVICE_TEST_CASE("Adam's eps: a gradient as small as eps halves the step") {
+  // m̂ = g and √v̂ = |g| on the first step, so p moves by lr·g/(|g| + eps): lr/2 where |g| = eps
+  // = 1e-8 (the same float32). Without eps it would move by lr; with eps under the root, by 1e-4·lr.
+  // A handful of float32 roundings (m, v, √v, +, /, ·), each 2⁻²⁴ relative: 8 ulps bound them.
+  Tensor p = param({0, 0}, dev);
+  optim::Adam adam({p}, {.lr = 1e-3});
+  set_grad(p, {1e-8f, -1e-8f});
+  adam.step();
+  const double ulp = std::ldexp(1.0, -34);  // float32's spacing at 5e-4 (in [2⁻¹¹, 2⁻¹⁰))
+  CHECK(std::abs(vec(p)[0] + 5e-4) <= 8 * ulp);
+  CHECK(std::abs(vec(p)[1] - 5e-4) <= 8 * ulp);
+}
+
 DEVICE_TEST_CASE("Adam's L2 weight decay against AdamW's decoupled decay") {
   // Adam, wd 0.1, lr 0.1, g = 1 at p = 1. Step 1: g' = 1.1 → a pure sign step, p = 0.9.
   // Step 2: g' = 1 + 0.1·0.9 = 1.09; m = 0.9·0.11 + 0.1·1.09 = 0.208,

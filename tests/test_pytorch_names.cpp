@@ -98,14 +98,17 @@ SAME_IN_BOTH(mse_loss);
 SAME_IN_BOTH(binary_cross_entropy);
 static_assert(std::is_function_v<decltype(F::scaled_dot_product_attention)>);
 
-TEST_CASE("cuda::device_name: each device's name, and an error naming an index past them") {
+TEST_CASE("cuda::device_name: an error naming an index past the devices, and why there is none") {
   const int n = cuda::device_count();
   const std::string past = error_of([&] { cuda::device_name(n); });
   CHECK(has(past, "cuda::device_name(" + std::to_string(n) + "): "));
   if (n == 0) CHECK(has(past, cuda::unavailable_reason()));  // why there is none: no backend, no driver or no GPU
   CHECK(has(error_of([] { cuda::device_name(-1); }), "cuda::device_name(-1): "));
+}
+
+TEST_CASE("cuda::device_name: each device's name") {
   SKIP_WITHOUT_GPU();
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < cuda::device_count(); ++i) {
     CAPTURE(i);
     const std::string name = cuda::device_name(i);
     MESSAGE("cuda:" << i << ": " << name);

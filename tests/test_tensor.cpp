@@ -90,10 +90,15 @@ DEVICE_TEST_CASE("bfloat16 rounding is round-to-nearest-even on the top 16 bits"
 }
 
 DEVICE_TEST_CASE("half arithmetic computes in float32 and rounds once on store") {
-  // 1 + 2^-11 + 2^-11: in float32 the sum is 1 + 2^-10, exactly a half; rounding after each
-  // add (1 + 2^-11 -> 1) would give 1.
-  Tensor a = full({1}, 1.0, kFloat16).to(dev), b = full({1}, std::ldexp(1.0, -10), kFloat32).to(dev);
-  CHECK(float((a + b.to(kFloat16)).item<float>()) == doctest::Approx(1 + std::ldexp(1.0, -10)));
+  // 1 + 2^-11 + 2^-11 as one op (a sum): in float32 it is 1 + 2^-10, exactly a half (the next
+  // one after 1); rounding after each add (1 + 2^-11 is a tie, to even: 1) would give 1. As two
+  // ops (a + b + b) each rounds on store: 1, as PyTorch's half tensors give.
+  const double h = std::ldexp(1.0, -11);
+  Tensor terms = from_vector<double>({1, h, h}).to(kFloat16).to(dev);
+  CHECK(terms.sum().item<float>() == float(1 + 2 * h));
+  Tensor a = full({1}, 1.0, kFloat16).to(dev), b = full({1}, h, kFloat16).to(dev);
+  CHECK((a + b + b).item<float>() == 1.0f);
+  CHECK((a + (b + b)).item<float>() == float(1 + 2 * h));  // b + b = 2^-10 is exact
   // exp(10) = 22026.47 -> nearest half is 22032 (spacing 16 at this magnitude)
   CHECK(full({1}, 10.0, kFloat16).to(dev).exp().item<float>() == 22032.f);
 }
