@@ -67,10 +67,9 @@ template <class A> struct Axpy {  // add_: y + alpha * x
 // add, sub, mul and the comparisons; bool only the comparisons. T is the storage type, A its
 // math type. tensor/kernels.cpp refuses the other pairs by name before any backend sees them,
 // and the backends compile no kernel for them.
-template <class F> constexpr bool is_comparison = false
-#define COMPARE_KERNEL(name, Functor, cuda, cpu) || std::is_same_v<F, Functor>
-#include "tensor/ops.def"
-    ;
+// A comparison is a binary functor whose value is bool (the op's output dtype, whatever its inputs').
+template <class F, class = void> constexpr bool is_comparison = false;
+template <class F> constexpr bool is_comparison<F, std::enable_if_t<std::is_same_v<std::invoke_result_t<F, float, float>, bool>>> = true;
 template <class F> constexpr bool int64_ok = is_comparison<F> || std::is_same_v<F, Neg> || std::is_same_v<F, Abs> || std::is_same_v<F, Relu> ||
                                              std::is_same_v<F, Add> || std::is_same_v<F, Sub> || std::is_same_v<F, Mul>;
 template <class F, class T, class A> constexpr bool defined_for =
@@ -91,10 +90,12 @@ template <class Body> void with_binary(Binary op, Body&& body) {
 #include "tensor/ops.def"
   }
 }
-// A functor of the wrong arity fails here, naming its op, not deep inside a backend's loop.
+// A functor of the wrong arity, or a comparison that does not return bool, fails here, naming its
+// op, not deep inside a backend's loop.
 #define UNARY_KERNEL(name, Functor, cuda, cpu) static_assert(std::is_invocable_v<Functor, float>, "Unary::" #name ": " #Functor " must take one value");
 #define BINARY_KERNEL(name, Functor, cuda, cpu) static_assert(std::is_invocable_v<Functor, float, float>, "Binary::" #name ": " #Functor " must take two values");
 #define BACKWARD_KERNEL(name, Functor) BINARY_KERNEL(name, Functor, , )
+#define COMPARE_KERNEL(name, Functor, cuda, cpu) static_assert(is_comparison<Functor>, "Binary::" #name ": a comparison's " #Functor " must return bool");
 #include "tensor/ops.def"
 
 }  // namespace ampgrad::kernels
