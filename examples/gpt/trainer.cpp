@@ -202,9 +202,11 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   if (c.ddp) {
     std::map<std::string, std::string> settings = run_settings(c);
     settings.merge(model_settings(mc, text));
-    settings.merge(std::map<std::string, std::string>{{"lr", examples::exact(c.lr)}, {"weight_decay", examples::exact(c.weight_decay)},
-                                                      {"stop_after", std::to_string(c.stop_after)}, {"float8", std::to_string(c.float8)},
-                                                      {"checkpoint", std::to_string(c.checkpoint_segments)}, {"resume", c.resume_path}});
+    settings.erase("text");  // its path may differ from node to node: its vocabulary and length may not
+    settings.merge(std::map<std::string, std::string>{
+        {"text bytes", std::to_string(text.train.size() + text.val.size())}, {"lr", examples::exact(c.lr)},
+        {"weight_decay", examples::exact(c.weight_decay)}, {"stop_after", std::to_string(c.stop_after)},
+        {"float8", std::to_string(c.float8)}, {"checkpoint", std::to_string(c.checkpoint_segments)}, {"resume", c.resume_path}});
     examples::data_parallel::check_same_settings(settings);
   }
   if (device.is_cpu()) check_fits_in_memory(mc);
