@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "data/atomic_file.h"
+#include "data/input_file.h"
 
 namespace ampgrad::examples {
 
@@ -47,11 +48,10 @@ inline void check_paths(const std::vector<PathRole>& outputs, const std::vector<
     if (!in.path.empty()) claim(in);
   for (const PathRole& out : outputs) {
     if (out.path.empty()) continue;
-    struct stat st;
-    if (::stat(out.path.c_str(), &st) == 0)
-      AMPGRAD_CHECK(S_ISREG(st.st_mode), out.flag << " " << out.path << ": is "
-                                                  << (S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or other special file")
-                                                  << ", not a regular file; outputs are written only to regular files");
+    std::error_code ec;
+    const std::filesystem::file_status status = std::filesystem::status(out.path, ec);  // of the target, through links
+    AMPGRAD_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status),
+                  out.flag << " " << out.path << ": is " << data::special_file_kind(status) << ", not a regular file; outputs are written only to regular files");
     claim(out);
     try {
       data::AtomicFile probe(out.path);  // never committed: its destructor removes it

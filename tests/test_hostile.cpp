@@ -80,7 +80,7 @@ TEST_CASE("inputs: a FIFO as --text fails at once, and images of another size an
   Programs p;
   const std::string fifo = p.dir / "fifo";
   REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
-  check_refused(std::string(GPT_COMMAND) + " --text " + fifo, fifo + ": cannot read it as a file");
+  check_refused(std::string(GPT_COMMAND) + " --text " + fifo, fifo + ": cannot read it as a file: it is a FIFO");
 
   TempDir odd;
   for (auto [split, n] : {std::pair<std::string, int64_t>{"train", 8}, {"t10k", 4}}) {
