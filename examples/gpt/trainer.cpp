@@ -143,6 +143,19 @@ static std::map<std::string, std::string> run_settings(const TrainConfig& c) {
           {"device", c.device}};
 }
 
+// --ddp: what every rank must run alike (rank_consistency.h). The text is compared by its length
+// and vocabulary, not its path, which may differ from node to node.
+static std::map<std::string, std::string> ddp_settings(const TrainConfig& c, const GPTConfig& m, const CharText& text) {
+  std::map<std::string, std::string> settings = run_settings(c);
+  settings.merge(model_settings(m, text));
+  settings.erase("text");
+  settings.merge(std::map<std::string, std::string>{
+      {"text bytes", std::to_string(text.train.size() + text.val.size())}, {"lr", examples::exact(c.lr)},
+      {"weight_decay", examples::exact(c.weight_decay)}, {"stop_after", std::to_string(c.stop_after)},
+      {"float8", std::to_string(c.float8)}, {"checkpoint", std::to_string(c.checkpoint_segments)}, {"resume", c.resume_path}});
+  return settings;
+}
+
 // ---- the optimizer's recipe
 
 // Two parameter groups, as nanoGPT's: weight decay pulls the matrices (the linear layers'
@@ -199,16 +212,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
                                                           << text.val.size() << " bytes, must hold a window of " << T + 1 << ")");
   GPTConfig mc = c.model;
   mc.vocab_size = int64_t(text.vocab.size());
-  if (c.ddp) {
-    std::map<std::string, std::string> settings = run_settings(c);
-    settings.merge(model_settings(mc, text));
-    settings.erase("text");  // its path may differ from node to node: its vocabulary and length may not
-    settings.merge(std::map<std::string, std::string>{
-        {"text bytes", std::to_string(text.train.size() + text.val.size())}, {"lr", examples::exact(c.lr)},
-        {"weight_decay", examples::exact(c.weight_decay)}, {"stop_after", std::to_string(c.stop_after)},
-        {"float8", std::to_string(c.float8)}, {"checkpoint", std::to_string(c.checkpoint_segments)}, {"resume", c.resume_path}});
-    examples::data_parallel::check_same_settings(settings);
-  }
+  if (c.ddp) examples::data_parallel::check_same_settings(ddp_settings(c, mc, text));
   if (device.is_cpu()) check_fits_in_memory(mc);
   auto model = std::make_shared<GPT>(mc);
   model->to(device);
