@@ -108,10 +108,13 @@ TEST_CASE("checkpoints: dtypes, strays, non-finite values, out-of-bounds options
   check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": tensor 'stray' is under no key a training checkpoint holds");
   ck = p.checkpoint(p.mnist, "", [](data::SafeTensors& c) { c.tensors[2].second.view({-1}).narrow(0, 5, 1).fill_(NAN); });
   check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": tensor 'model.3.weight' holds nan at element 5");
-  for (auto [key, value, message] : {std::tuple<std::string, std::string, std::string>{"optimizer.param_groups.0.momentum", "2", "is 2, outside [0, 1]"},
-                                     {"optimizer.param_groups.0.dampening", "nan", "is nan, not a finite number"}}) {
-    ck = p.checkpoint(p.mnist, "", [&](data::SafeTensors& c) { c.metadata[key] = value; });
-    check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": checkpoint metadata '" + key + "' " + message);
+  struct Bound {
+    std::string key, value, message;
+  };
+  for (const Bound& b : {Bound{"optimizer.param_groups.0.momentum", "2", "is 2, outside [0, 1]"},
+                         Bound{"optimizer.param_groups.0.dampening", "nan", "is nan, not a finite number"}}) {  // no structured binding: clang 14's lambdas cannot capture one
+    ck = p.checkpoint(p.mnist, "", [&](data::SafeTensors& c) { c.metadata[b.key] = b.value; });
+    check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": checkpoint metadata '" + b.key + "' " + b.message);
   }
   ck = p.checkpoint(p.mnist, "--amp fp16", [](data::SafeTensors& c) { c.metadata["scaler.scale"] = "1e-300"; });
   check_refused(p.mnist + " --amp fp16 --epochs 2 --resume " + ck, ck + ": checkpoint metadata 'scaler.scale' is 1e-300, which is 0 in float32");
