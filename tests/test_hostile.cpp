@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "data/checkpoint.h"
+#include "skip.h"
 #include "trainer_fixtures.h"
 
 using namespace ampgrad;
@@ -72,7 +73,11 @@ TEST_CASE("outputs: a write that fails (here a file size limit of 0, as a full d
   const std::string metrics = p.dir / "metrics.csv";
   const int64_t before = p.dir.entries();
   // SIGXFSZ ignored: the write returns EFBIG, as it returns ENOSPC on a full disk
-  check_refused("bash -c \"trap '' XFSZ; ulimit -f 0; exec " + p.mnist + " --metrics " + metrics + "\"", metrics + ": writing " + metrics + ".tmp.");
+  const CommandResult r = run_command("timeout 60 bash -c \"trap '' XFSZ; ulimit -f 0; exec " + p.mnist + " --metrics " + metrics + "\"");
+  // The sanitizer build's clang links LLVM's OpenMP, which registers itself in a file in /dev/shm
+  SKIP_TEST_IF(r.output.find("OMP: Error #179") != std::string::npos, "LLVM's OpenMP runtime cannot start under a file size limit of 0");
+  CHECK(r.status == 1);
+  CHECK_MESSAGE(r.output.find(metrics + ": writing " + metrics + ".tmp.") != std::string::npos, r.output);
   CHECK(p.dir.entries() == before);  // no metrics.csv, no temporary
 }
 
