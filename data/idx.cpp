@@ -139,9 +139,16 @@ void write_idx_labels(const std::string& path, const std::vector<uint8_t>& label
   write_idx(path, kLabelsMagic, {labels.size()}, labels);
 }
 
-Dataset load_mnist(const std::string& images_path, const std::string& labels_path) {
+Dataset load_mnist(const std::string& images_path, const std::string& labels_path, ImageSize size) {
   IdxImages images = read_idx_images(images_path);
+  AMPGRAD_CHECK(size.rows == 0 || (images.rows == size.rows && images.cols == size.cols),
+                images_path << ": images of " << images.rows << "x" << images.cols << " pixels (byte offsets 8-15); the model takes "
+                            << size.rows << "x" << size.cols);
   std::vector<uint8_t> labels = read_idx_labels(labels_path);
+  // Checked here, not when a batch reaches the loss an epoch later.
+  const auto bad_label = std::find_if(labels.begin(), labels.end(), [](uint8_t l) { return l > 9; });
+  AMPGRAD_CHECK(bad_label == labels.end(), labels_path << ": label " << bad_label - labels.begin() << " (byte offset " << 8 + (bad_label - labels.begin())
+                                                        << ") is " << int(*bad_label) << ", not a class 0-9");
   AMPGRAD_CHECK(images.count == (int64_t)labels.size(), "load_mnist: " << images_path << " holds " << images.count
                     << " images but " << labels_path << " holds " << labels.size() << " labels");
   // An empty set would train on nothing and report NaN means.
@@ -154,7 +161,7 @@ Dataset load_mnist(const std::string& images_path, const std::string& labels_pat
   return d;
 }
 
-Dataset load_mnist_dir(const std::string& dir, const std::string& split) {
+Dataset load_mnist_dir(const std::string& dir, const std::string& split, ImageSize size) {
   AMPGRAD_CHECK(split == "train" || split == "test", "load_mnist_dir: split must be \"train\" or \"test\", got \"" << split << "\"");
   AMPGRAD_CHECK(std::filesystem::is_directory(dir), "load_mnist_dir: " << dir << " is not a directory");
   std::string prefix = split == "train" ? "train" : "t10k";
@@ -166,7 +173,7 @@ Dataset load_mnist_dir(const std::string& dir, const std::string& split) {
     return gz;
   };
   std::string images = find("images", "-idx3-ubyte");  // images first: the message names the first missing file
-  return load_mnist(images, find("labels", "-idx1-ubyte"));
+  return load_mnist(images, find("labels", "-idx1-ubyte"), size);
 }
 
 }  // namespace ampgrad::data

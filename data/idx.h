@@ -25,11 +25,16 @@ std::vector<uint8_t> read_idx_labels(const std::string& path);
 void write_idx_images(const std::string& path, const IdxImages& images);
 void write_idx_labels(const std::string& path, const std::vector<uint8_t>& labels);
 
+// The image size a model takes, checked as the images load; 0 x 0 accepts any.
+struct ImageSize {
+  int64_t rows = 0, cols = 0;
+};
+
 // Images as float32 (N, 1, H, W) scaled to [0, 1], labels as int64 (N); the counts must match,
-// and be above 0 (a data set to train or test on).
-Dataset load_mnist(const std::string& images_path, const std::string& labels_path);
+// and be above 0 (a data set to train or test on), and every label is one of MNIST's ten classes.
+Dataset load_mnist(const std::string& images_path, const std::string& labels_path, ImageSize size = {});
 // split "train" reads train-{images-idx3,labels-idx1}-ubyte[.gz], split "test" t10k-...;
 // the raw file is preferred when both it and the .gz exist.
-Dataset load_mnist_dir(const std::string& dir, const std::string& split);
+Dataset load_mnist_dir(const std::string& dir, const std::string& split, ImageSize size = {});
 
 }  // namespace ampgrad::data

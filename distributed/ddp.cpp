@@ -22,6 +22,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     : module_(register_module("module", std::move(module))), pg_(pg), options_(options) {
   if (options_.check_every < 0) options_.check_every = check_every_from_environment();
   AMPGRAD_CHECK(options_.bucket_cap_bytes > 0, "DistributedDataParallel: bucket_cap_bytes must be > 0, got " << options_.bucket_cap_bytes);
+  // The replicas must be one model before rank 0's values can fill them (as PyTorch's DDP checks
+  // at construction): a broadcast into other shapes would hang or overrun.
+  std::vector<std::string> layout;
+  for (auto& [name, p] : named_parameters()) layout.push_back("parameter " + name + " " + dtype_name(p.dtype()) + " " + shape_str(p.shape()));
+  for (auto& [name, b] : named_buffers()) layout.push_back("buffer " + name + " " + dtype_name(b.dtype()) + " " + shape_str(b.shape()));
+  check_same_on_every_rank(pg_, "DistributedDataParallel: the models", layout);
   // Replicas start equal: rank 0's values everywhere.
   for (auto& [name, p] : named_parameters()) pg_.broadcast(p, 0);
   for (auto& [name, b] : named_buffers()) pg_.broadcast(b, 0);

@@ -2,7 +2,9 @@
 // shard of the batch; gradients averaged over the ranks during backward, so every rank's optimizer
 // takes the same step. No optimizer, no sampler (sampler.h), no AMP policy (rank_consistency.h).
 //
-// How: at construction rank 0's parameters and buffers are broadcast, so replicas start equal.
+// How: at construction the ranks' parameters and buffers are checked to be the same (names,
+// dtypes, shapes; an Error on every rank names the first difference), then rank 0's are broadcast,
+// so replicas start equal.
 // Parameters are packed, in reverse registration order (roughly the order backward reaches them),
 // into buckets of ~25 MB of one dtype and device. The engine announces each leaf whose gradient is
 // complete (tensor/observer.h: once per leaf per pass, after its last gradient); when a bucket's

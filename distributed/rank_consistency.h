@@ -11,6 +11,8 @@
 //   - unscale_ before gradients are synchronised (a manual all-reduce after clipping, or a
 //     per-rank inf check): all_reduce_found_inf, a max over ranks, before step();
 //   - anything else: check_parameters_match, which AMPGRAD_DDP_CHECK=N runs every N forwards.
+// And before any of it, what must agree for the ranks to meet in the same collectives at all:
+// check_same_on_every_rank, for a run's settings (the trainers) and the model's parameters (DDP).
 //
 //   scaler.unscale_(opt);  distributed::all_reduce_found_inf(scaler, opt, pg);  scaler.step(opt);
 #pragma once
@@ -26,6 +28,11 @@ void broadcast_scaler_state(amp::GradScaler& scaler, ProcessGroup& pg);
 // found_inf = max over ranks of found_inf, for the optimizer unscale_ has run for: one rank's
 // overflow skips the step everywhere.
 void all_reduce_found_inf(amp::GradScaler& scaler, const optim::Optimizer& optimizer, ProcessGroup& pg);
+
+// Every rank's `lines` against rank 0's: returns quietly on every rank when all are equal, else
+// raises on every rank the same Error, "<what> differ between ranks: rank 0 has '<line>', rank r
+// has '<line>'" for the first rank and line that differ. One all-gather of a hash when all agree.
+void check_same_on_every_rank(ProcessGroup& pg, const std::string& what, const std::vector<std::string>& lines);
 
 // Raises an Error naming the first parameter (in `params` order) whose bytes differ between
 // ranks, with each rank's checksum; returns quietly when all agree. Reads every parameter to the

@@ -6,6 +6,7 @@
 
 #include "autograd/ops.h"
 #include "distributed/ddp.h"
+#include "distributed/rank_consistency.h"
 #include "distributed/sampler.h"
 
 namespace ampgrad::examples::data_parallel {
@@ -28,6 +29,12 @@ void abort_all(int status) {
 int rank() { return group().rank(); }
 int ranks() { return group().size(); }
 int cuda_device() { return distributed::device_for_local_rank(distributed::local_rank(), cuda::device_count()); }
+
+void check_same_settings(const std::map<std::string, std::string>& settings) {
+  std::vector<std::string> lines;
+  for (const auto& [flag, value] : settings) lines.push_back(flag + " " + value);
+  distributed::check_same_on_every_rank(group(), "the run's settings", lines);
+}
 
 std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model) {
   return std::make_shared<distributed::DistributedDataParallel>(std::move(model), group());

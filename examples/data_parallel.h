@@ -7,6 +7,7 @@
 //   mpirun -np 2 build/examples/mnist --ddp --batch-size 128   # 64 samples per rank per step
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "data/loader.h"
@@ -22,6 +23,10 @@ void abort_all(int status);
 int rank();
 int ranks();
 int cuda_device();  // the GPU of this rank (distributed::device_for_local_rank); 0 without --ddp
+// Every rank's run settings (flag -> value) against rank 0's, before the first collective that
+// depends on them: an Error on every rank names the first that differs and both values (ranks
+// that disagree would otherwise hang in, or overrun, a collective of another size).
+void check_same_settings(const std::map<std::string, std::string>& settings);
 std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model);
 data::Dataset shard(const data::Dataset& all, uint64_t seed, int64_t epoch);
 Tensor local_rows(const Tensor& global);  // rows [r·B/N, (r+1)·B/N) of a (B, ...) batch, B a multiple of N

@@ -14,6 +14,7 @@ void abort_all(int) {}
 int rank() { return 0; }
 int ranks() { return 1; }
 int cuda_device() { return 0; }
+void check_same_settings(const std::map<std::string, std::string>&) {}
 std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model) { return model; }
 data::Dataset shard(const data::Dataset& all, uint64_t, int64_t) { return all; }
 Tensor local_rows(const Tensor& global) { return global; }

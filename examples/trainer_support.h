@@ -1,24 +1,20 @@
 // trainer_support.h — what the MNIST and GPT trainers share: their --device, --amp and --float8
-// flags turned into a Device and a precision setting (with an error naming a bad value), a
-// check that an output path is writable before training starts, the
+// flags turned into a Device and a precision setting (with an error naming a bad value), the
 // forward's precision as one scope, and the three instruments a run can switch on for a stretch
 // of its training: the autocast trace, the kernel profile, the timeline and the memory history.
 //
 //   const Device device = training_device(c.device, c.ddp);      // "cuda" without a GPU: an Error saying why
 //   const AmpSetting precision = amp_setting(c.amp, c.float8);    // .enabled, .dtype and .float8
-//   check_writable("--save", c.save_path);                        // an Error naming flag and path, now
 //   { Autocast ac(device.type, precision); loss = ...; }          // autocast, and float8_autocast with --float8
 //   Instruments watch(c.amp_trace, c.profile, c.profile_trace, c.memory_peak, device);  // each asked for records from here ...
 //   watch.report(log);                                                 // ... until this prints and stops them
 #pragma once
-#include <filesystem>
 #include <optional>
 #include <ostream>
 #include <string>
 
 #include "amp/autocast.h"
 #include "autograd/float8.h"
-#include "data/atomic_file.h"
 #include "data_parallel.h"
 #include "tensor/memory_history.h"
 #include "tensor/profile.h"
@@ -36,18 +32,6 @@ inline Device training_device(const std::string& name, bool ddp = false) {
   const int index = indexed ? std::stoi(name.substr(5)) : ddp ? data_parallel::cuda_device() : 0;
   AMPGRAD_CHECK(index < cuda::device_count(), "--device " << name << ": this node has " << cuda::device_count() << " CUDA devices");
   return Device::cuda(index);
-}
-
-// A path the run writes only later (--save, after an epoch): tried now, by creating and removing
-// a temporary file beside it, so that a bad path fails before any training. Empty: none.
-inline void check_writable(const char* flag, const std::string& path) {
-  if (path.empty()) return;
-  AMPGRAD_CHECK(!std::filesystem::is_directory(path), flag << " " << path << ": is a directory");
-  try {
-    data::AtomicFile probe(path);  // never committed: its destructor removes it
-  } catch (const Error& e) {
-    throw Error(std::string(flag) + " " + e.what());
-  }
 }
 
 struct AmpSetting {

@@ -1,6 +1,8 @@
 // training_checkpoint.cpp — the file layout of a training checkpoint, both ways.
 #include "training_checkpoint.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iomanip>
 #include <sstream>
@@ -48,6 +50,14 @@ int64_t TrainingCheckpoint::integer(const std::string& key, int64_t lo, int64_t 
   return checked_int64(number(key), path_ + ": checkpoint metadata '" + key + "'", lo, hi);
 }
 
+Generator::State TrainingCheckpoint::generator(const std::string& key) const {
+  try {
+    return Generator::State::from_string(meta(key));
+  } catch (const Error& e) {
+    throw Error(path_ + ": checkpoint metadata '" + key + "': " + e.what());
+  }
+}
+
 std::map<std::string, double> TrainingCheckpoint::numbers_under(const std::string& prefix) const {
   std::map<std::string, double> out;
   for (auto& [k, v] : file_.metadata)
@@ -72,13 +82,45 @@ static void note_changes(const std::string& path, const std::string& what, const
       log << "note: " << path << " sets the " << what << k << " to " << v << " (this run's flags gave " << it->second << ")\n";
 }
 
+// The first element of a floating tensor that is inf or NaN, or -1.
+static int64_t first_non_finite(const Tensor& t) {
+  if (!t.is_floating_point()) return -1;
+  const std::vector<double> values = to_vector<double>(t.to(kFloat64));
+  const auto it = std::find_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); });
+  return it == values.end() ? -1 : it - values.begin();
+}
+
+// The optimizers' options as their flags bound them (--momentum in [0, 1], ...); every one finite.
+static void check_optimizer_options(const std::string& path, const std::map<std::string, double>& scalars) {
+  const std::pair<const char*, double> at_most_one[] = {{".momentum", 1}, {".dampening", 1}, {".beta1", 1}, {".beta2", 1}};
+  for (const auto& [k, v] : scalars) {
+    AMPGRAD_CHECK(std::isfinite(v), path << ": checkpoint metadata 'optimizer." << k << "' is " << v << ", not a finite number");
+    for (const auto& [suffix, hi] : at_most_one)
+      if (k.ends_with(suffix))
+        AMPGRAD_CHECK(v >= 0 && v <= hi, path << ": checkpoint metadata 'optimizer." << k << "' is " << v << ", outside [0, " << hi << "]");
+  }
+}
+
 void TrainingCheckpoint::restore(nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler, optim::LRScheduler* schedule,
                                  std::ostream& log) const {
   nn::StateDict model_sd;
   optim::OptimizerState os = {numbers_under("optimizer."), {}};
+  check_optimizer_options(path_, os.scalars);
+  std::map<std::string, DType> model_dtypes;
+  for (auto& [k, t] : model.state_dict()) model_dtypes[k] = t.dtype();
   for (auto& [k, t] : file_.tensors) {
-    if (k.rfind("model.", 0) == 0) model_sd.emplace_back(k.substr(6), t);
-    else if (k.rfind("optimizer.", 0) == 0) os.tensors.emplace_back(k.substr(10), t);
+    const int64_t bad = first_non_finite(t);
+    AMPGRAD_CHECK(bad < 0, path_ << ": tensor '" << k << "' holds " << to_vector<double>(t.to(kFloat64))[size_t(bad)] << " at element " << bad
+                                 << ": a checkpoint to resume from must be finite");
+    if (k.starts_with("model.")) {
+      const auto own = model_dtypes.find(k.substr(6));
+      AMPGRAD_CHECK(own == model_dtypes.end() || own->second == t.dtype(),
+                    path_ << ": tensor '" << k << "' is " << dtype_name(t.dtype()) << ", the model's is " << dtype_name(own->second));
+      model_sd.emplace_back(k.substr(6), t);
+    } else {
+      AMPGRAD_CHECK(k.starts_with("optimizer."), path_ << ": tensor '" << k << "' is under no key a training checkpoint holds (model., optimizer.)");
+      os.tensors.emplace_back(k.substr(10), t);
+    }
   }
   model.load_state_dict(model_sd);
   const std::map<std::string, double> given = opt.state_dict().scalars;
@@ -93,7 +135,18 @@ void TrainingCheckpoint::restore(nn::Module& model, optim::Optimizer& opt, amp::
     note_changes(path_, "schedule's ", given_schedule, schedule->state_dict(), [](const std::string& k) { return k != "last_epoch"; }, log);
   }
   const std::map<std::string, double> scaler_sd = numbers_under("scaler.");
+  if (scaler_sd.count("scale")) {
+    const float scale = float(scaler_sd.at("scale"));  // what the scaler holds
+    AMPGRAD_CHECK(scale > 0 && std::isfinite(scale), path_ << ": checkpoint metadata 'scaler.scale' is " << scaler_sd.at("scale")
+                                                           << ", which is " << scale << " in float32: a loss scale must be > 0 and finite");
+  }
   if (scaler.is_enabled() && !scaler_sd.empty()) scaler.load_state_dict(scaler_sd);
+  else if (scaler.is_enabled())
+    log << "note: " << path_ << " holds no GradScaler state (it was saved without one): this run's scaler starts afresh at scale "
+        << scaler.get_scale() << "\n";
+  else if (!scaler_sd.empty())
+    log << "note: " << path_ << " holds a GradScaler state (scale " << scaler_sd.at("scale")
+        << "), which this run, without a scaler, leaves unused\n";
 }
 
 }  // namespace ampgrad::examples

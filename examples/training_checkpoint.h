@@ -9,6 +9,12 @@
 //   ck.warn_if_changed(settings, log);     // the run's settings against the checkpoint's
 //   ck.restore(model, opt, scaler, &schedule, log);
 //   const int64_t step = ck.integer("step", 1);
+//
+// What restore refuses, naming the file and the key: a tensor under no known prefix, a model
+// tensor of another dtype than the model's (PyTorch would cast it), a floating tensor holding inf
+// or NaN (refused, not loaded with a warning: training on would save it again into every later
+// checkpoint), an optimizer option outside the bounds its flag allows, and a loss scale that is 0
+// or inf in float32.
 #pragma once
 #include <map>
 #include <ostream>
@@ -18,6 +24,7 @@
 #include "data/checkpoint.h"
 #include "nn/module.h"
 #include "optim/lr_scheduler.h"
+#include "tensor/random.h"
 
 namespace ampgrad::examples {
 
@@ -33,6 +40,7 @@ class TrainingCheckpoint {
   double number(const std::string& key) const;            // meta(key) as a number, or an Error
   // meta(key) as a whole number in [lo, hi], or an Error naming the file, the key and the value
   int64_t integer(const std::string& key, int64_t lo, int64_t hi = INT64_MAX) const;
+  Generator::State generator(const std::string& key) const;  // a generator's state, or an Error naming the file and key
 
   // Names in the log each of `settings` (key → this run's value) that the checkpoint holds with
   // another value: settings that make the continued run differ from an uninterrupted one.
@@ -41,8 +49,9 @@ class TrainingCheckpoint {
   // Strict loads of the model, the optimizer and the schedule (if not null): as in PyTorch the
   // checkpoint's options and rates replace the ones this run was made with, and the log names
   // each that changed (the base rates, with a schedule, which sets the live ones from them).
-  // The scaler's state loads if both the checkpoint and this run have a scaler (a run saved
-  // without one, resumed under fp16, starts a fresh one).
+  // The scaler's state loads if both the checkpoint and this run have a scaler; otherwise the
+  // log says what happens to it (a run saved without one, resumed under fp16, starts a fresh one;
+  // a checkpoint's scaler resumed without --amp fp16 is left unused).
   void restore(nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler, optim::LRScheduler* schedule, std::ostream& log) const;
 
  private:

@@ -11,7 +11,7 @@ data=${1:-runs/memory-timeline.dat}
 png=${2:-runs/memory.png}
 blocks=${3:-0 2 4 5}
 run_if_missing "$data" build/examples/memory --timeline "$data"
-plot_png "$png" <<GP
+plot_png "$png" 800,480 "$data" <<GP
 set grid
 set key top right
 set xlabel "ms into the step"; set ylabel "MiB allocated above the step's start"

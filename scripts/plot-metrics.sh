@@ -9,9 +9,8 @@ scale=${3:-}
 panels=2
 # The scale panel only for a history with rows: without a GradScaler (bf16, off) it is a header alone.
 [[ -n $scale && -f $scale ]] && (($(wc -l <"$scale") > 1)) && panels=3
-gnuplot <<GP
-set terminal pngcairo size $((500 * panels)),420 font ",10"
-set output "$png"
+source "$(dirname "$0")/plot-support.sh"
+plot_png "$png" $((500 * panels)),420 "$csv" ${scale:+"$scale"} <<GP
 set datafile separator ","
 set multiplot layout 1,$panels title "$(basename "$csv")"
 set xlabel "epoch"; set ylabel "cross-entropy"; set grid
@@ -33,4 +32,3 @@ if ($panels == 3) {
 }
 unset multiplot
 GP
-echo "plot: $png"

@@ -6,7 +6,7 @@ source scripts/plot-support.sh
 csv=${1:-runs/underflow.csv}
 png=${2:-runs/underflow.png}
 run_if_missing "$csv" build/examples/underflow --csv "$csv"
-plot_png "$png" <<GP
+plot_png "$png" 800,480 "$csv" <<GP
 set datafile separator ","
 set logscale y; set grid
 set xlabel "step"; set ylabel "mse (float32 evaluation)"

@@ -20,7 +20,7 @@ TEST_CASE("CharText: the distinct bytes in order, a 90/10 split, and decode inve
   CHECK(std::string(t.vocab.begin(), t.vocab.end()) == " !abdenr");
   CHECK(t.train.size() == 11);  // 13 * 9 / 10
   CHECK(t.val.size() == 2);
-  std::vector<int64_t> all = t.train;
+  std::vector<int64_t> all(t.train.begin(), t.train.end());
   all.insert(all.end(), t.val.begin(), t.val.end());
   CHECK(t.decode(all) == "banana bread!");
   CHECK(error_of([] { gpt::CharText::load("/nonexistent/text"); }).find("cannot read the text /nonexistent/text") == 0);

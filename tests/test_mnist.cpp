@@ -404,7 +404,7 @@ TEST_CASE("paths that cannot work are named before training: --save unwritable, 
   CHECK_MESSAGE(msg.find("No such file or directory") != std::string::npos, msg);
   CHECK(log.str().empty());  // nothing trained, nothing loaded
   c.save_path = dir.path.string();
-  CHECK(error_of([&] { mnist::train(c, log); }) == "--save " + dir.path.string() + ": is a directory");
+  CHECK(error_of([&] { mnist::train(c, log); }) == "--save " + dir.path.string() + ": is a directory, not a regular file; outputs are written only to regular files");
   c.save_path.clear();
 
   for (const std::string& resume : {dir.path.string(), std::string("/dev/null")}) {

@@ -166,6 +166,20 @@ TEST_CASE("DDP after a refused pass: the next pass waits for the old collectives
   }
 }
 
+TEST_CASE("DDP refuses, on every rank, replicas whose parameters differ in shape, name or number") {
+  auto differ = [&](std::shared_ptr<nn::Sequential> net, const std::string& message) {
+    CHECK_THROWS_WITH_AS(DistributedDataParallel(net, group()), doctest::Contains(message.c_str()), Error);
+  };
+  auto net = mlp(1);
+  net->push_back(std::make_shared<nn::Linear>(4, group().rank() == 0 ? 4 : 5));  // 3.weight: (4, 4) on rank 0, (5, 4) on rank 1
+  differ(net, "DistributedDataParallel: the models differ between ranks: rank 0 has 'parameter module.3.weight float32 [4, 4]', rank 1 "
+              "has 'parameter module.3.weight float32 [5, 4]'");
+  net = mlp(1);
+  if (group().rank() == 1) net->push_back(std::make_shared<nn::Linear>(4, 4));  // two more parameters on rank 1
+  differ(net, "rank 0 has nothing more (4 entries), rank 1 has 'parameter module.3.weight float32 [4, 4]'");
+  differ(group().rank() == 0 ? mlp(1) : std::make_shared<nn::Sequential>(), "rank 0 has 'parameter module.0.weight float32 [16, 8]', rank 1 has nothing more (0 entries)");
+}
+
 TEST_CASE("check_parameters_match names the first parameter that differs between ranks") {
   ProcessGroup& pg = group();
   auto ddp = std::make_shared<DistributedDataParallel>(mlp(5), pg, DdpOptions{.check_every = 1});

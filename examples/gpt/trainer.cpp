@@ -1,18 +1,22 @@
 // trainer.cpp — the GPT's training loop. Read train() top to bottom: it is the whole recipe.
 #include "gpt/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
-#include <iterator>
 #include <ostream>
+#include <sstream>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "data/input_file.h"
 #include "data_parallel.h"
+#include "output_files.h"
 #include "optim/optim.h"
 #include "tensor/threads.h"
 #include "trainer_support.h"
@@ -24,29 +28,39 @@ using Clock = std::chrono::steady_clock;
 
 // ---- the text, as byte tokens
 
-CharText CharText::from_string(const std::string& text, const std::string& name) {
+// The bytes become token ids where they lie; the last tenth is then copied out as the validation split.
+static CharText tokenize(std::vector<unsigned char> bytes, const std::string& name) {
   CharText t;
   bool seen[256] = {};
-  for (unsigned char ch : text) seen[ch] = true;
-  int64_t id_of[256];
+  for (unsigned char ch : bytes) seen[ch] = true;
+  unsigned char id_of[256];
   for (int b = 0; b < 256; ++b)
     if (seen[b]) {
-      id_of[b] = int64_t(t.vocab.size());
+      id_of[b] = (unsigned char)t.vocab.size();
       t.vocab.push_back((unsigned char)b);
     }
-  const size_t n_train = text.size() * 9 / 10;
-  for (size_t i = 0; i < text.size(); ++i) (i < n_train ? t.train : t.val).push_back(id_of[(unsigned char)text[i]]);
   AMPGRAD_CHECK(!t.vocab.empty(), name << ": the text is empty");
+  for (unsigned char& ch : bytes) ch = id_of[ch];
+  const size_t n_train = bytes.size() * 9 / 10;
+  t.val.assign(bytes.begin() + std::ptrdiff_t(n_train), bytes.end());
+  bytes.resize(n_train);
+  t.train = std::move(bytes);
   return t;
 }
 
+CharText CharText::from_string(const std::string& text, const std::string& name) {
+  return tokenize(std::vector<unsigned char>(text.begin(), text.end()), name);
+}
+
 CharText CharText::load(const std::string& path) {
+  AMPGRAD_CHECK(std::filesystem::exists(path),
+                "cannot read the text " << path << " (the default, from Debian's fortunes package, comes with scripts/install-deps.sh)");
+  // Its type before it is opened: opening a FIFO would wait for a writer, forever.
+  std::vector<unsigned char> bytes(data::input_file_size(path));
   std::ifstream f(path, std::ios::binary);
-  AMPGRAD_CHECK(f, "cannot read the text " << path << " (the default, from Debian's fortunes package, comes with scripts/install-deps.sh)");
-  data::input_file_size(path);  // a directory or a device opens, but is named as what it is
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  AMPGRAD_CHECK(!f.bad(), "error reading " << path);
-  return from_string(text, path);
+  f.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(bytes.size()));
+  AMPGRAD_CHECK(f && f.gcount() == std::streamsize(bytes.size()), "error reading " << path);
+  return tokenize(std::move(bytes), path);
 }
 
 std::string CharText::decode(const std::vector<int64_t>& ids) const {
@@ -57,7 +71,7 @@ std::string CharText::decode(const std::vector<int64_t>& ids) const {
 
 // B random windows of T + 1 tokens from `tokens`: inputs x the first T, targets y the last T,
 // so position t of y is the token that follows x[0..t].   x, y int64 (B, T)
-static std::pair<Tensor, Tensor> get_batch(const std::vector<int64_t>& tokens, int64_t B, int64_t T, Generator& gen, Device device) {
+static std::pair<Tensor, Tensor> get_batch(const std::vector<unsigned char>& tokens, int64_t B, int64_t T, Generator& gen, Device device) {
   std::vector<int64_t> x(B * T), y(B * T);
   const int64_t starts = int64_t(tokens.size()) - T;  // windows that fit
   for (int64_t b = 0; b < B; ++b) {
@@ -129,6 +143,19 @@ static std::map<std::string, std::string> run_settings(const TrainConfig& c) {
           {"device", c.device}};
 }
 
+// --ddp: what every rank must run alike (rank_consistency.h). The text is compared by its length
+// and vocabulary, not its path, which may differ from node to node.
+static std::map<std::string, std::string> ddp_settings(const TrainConfig& c, const GPTConfig& m, const CharText& text) {
+  std::map<std::string, std::string> settings = run_settings(c);
+  settings.merge(model_settings(m, text));
+  settings.erase("text");
+  settings.merge(std::map<std::string, std::string>{
+      {"text bytes", std::to_string(text.train.size() + text.val.size())}, {"lr", examples::exact(c.lr)},
+      {"weight_decay", examples::exact(c.weight_decay)}, {"stop_after", std::to_string(c.stop_after)},
+      {"float8", std::to_string(c.float8)}, {"checkpoint", std::to_string(c.checkpoint_segments)}, {"resume", c.resume_path}});
+  return settings;
+}
+
 // ---- the optimizer's recipe
 
 // Two parameter groups, as nanoGPT's: weight decay pulls the matrices (the linear layers'
@@ -148,6 +175,18 @@ double lr_factor(const TrainConfig& c, int64_t done) {
 
 // ---- training
 
+// A model whose parameters alone cannot fit in this machine's memory is refused before it is
+// built (else it ends, minutes and gigabytes later, in an allocation failure). Each parameter
+// needs 16 bytes: its float32 value and gradient, and AdamW's two moments. Activations come on top.
+static void check_fits_in_memory(const GPTConfig& m) {
+  const double E = double(m.n_embd), per_layer = 12 * E * E + 13 * E;  // attention 4E² + 4E, MLP 8E² + 5E, 2 LayerNorms 4E
+  const double params = double(m.vocab_size) * E * 2 + double(m.block_size) * E + double(m.n_layer) * per_layer + 2 * E;
+  const double needed = params * 16, physical = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  AMPGRAD_CHECK(needed <= physical, "the model (--layers " << m.n_layer << " --embd " << m.n_embd << ") has " << std::setprecision(3) << params
+                                      << " parameters, which need at least " << needed / (1 << 30) << " GiB (16 bytes each: weight, gradient and "
+                                      << "AdamW's two moments), more than this machine's " << physical / (1 << 30) << " GiB of memory");
+}
+
 TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.steps >= 1 && c.batch_size >= 1 && c.accum_steps >= 1 && c.eval_every >= 1 && c.eval_batches >= 1,
                 "--steps, --batch-size, --accum-steps, --eval-every and --eval-batches must be >= 1");
@@ -156,8 +195,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   const int64_t last_step = c.stop_after ? c.stop_after : c.steps;
   const Device device = examples::training_device(c.device, c.ddp);
   const examples::AmpSetting precision = examples::amp_setting(c.amp, c.float8);
-  examples::check_writable("--save", c.save_path);
-  examples::check_writable("--profile-trace", c.profile_trace);
+  examples::check_paths({{"--save", c.save_path, "--resume"}, {"--metrics", c.metrics_path}, {"--profile-trace", c.profile_trace}},
+                        {{"--resume", c.resume_path}, {"--text", c.text_path}});
   set_num_threads(c.threads);
   // One seed, four streams: the default generator draws the weights and the dropout masks, and
   // the batches, the evaluation windows and the sample have a stream each, so that none of them
@@ -173,6 +212,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
                                                           << text.val.size() << " bytes, must hold a window of " << T + 1 << ")");
   GPTConfig mc = c.model;
   mc.vocab_size = int64_t(text.vocab.size());
+  if (c.ddp) examples::data_parallel::check_same_settings(ddp_settings(c, mc, text));
+  if (device.is_cpu()) check_fits_in_memory(mc);
   auto model = std::make_shared<GPT>(mc);
   model->to(device);
   // --ddp: this rank's replica (rank 0's weights, gradients averaged in backward); every rank
@@ -196,14 +237,9 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       << " lr=" << c.lr << " warmup=" << c.warmup_steps << " wd=" << c.weight_decay << " amp=" << c.amp << (c.float8 ? " float8=on" : "") << " device=" << device.str()
       << " threads=" << get_num_threads() << (c.ddp ? " ranks=" + std::to_string(ranks) : "") << "\n";
 
-  std::ofstream metrics;
-  if (!c.metrics_path.empty()) {
-    metrics.open(c.metrics_path);
-    AMPGRAD_CHECK(metrics, "cannot write metrics to " << c.metrics_path);
-    metrics << "step,train_loss,val_loss,scale,skipped_steps,ms_per_step\n";
-  }
+  examples::TextOutput metrics(c.metrics_path, "step,train_loss,val_loss,scale,skipped_steps,ms_per_step\n");
   // Evaluation, in the training precision, on the same random windows every time.
-  auto evaluate = [&](const std::vector<int64_t>& tokens) {
+  auto evaluate = [&](const std::vector<unsigned char>& tokens) {
     NoGradGuard no_grad;
     model->eval();
     Generator g = stream(2);
@@ -233,8 +269,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     ck.restore(*model, opt, scaler, &schedule, log);
     AMPGRAD_CHECK(schedule.last_epoch() == done,
                   c.resume_path << ": the schedule's epoch " << schedule.last_epoch() << " is not the checkpoint's step " << done);
-    default_generator().set_state(Generator::State::from_string(ck.meta("rng.default")));
-    batches.set_state(Generator::State::from_string(ck.meta("rng.batches")));
+    default_generator().set_state(ck.generator("rng.default"));
+    batches.set_state(ck.generator("rng.batches"));
     skipped.fill_(double(ck.integer("skipped_steps", 0, done)));
     first_step = done + 1;
     log << "resumed from " << c.resume_path << " after step " << done << "\n";
@@ -250,7 +286,10 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       if (c.ddp) x = examples::data_parallel::local_rows(x), y = examples::data_parallel::local_rows(y);
       // 1. forward under autocast: the GEMMs in 16 bits, the loss (and on CUDA the softmax and
       //    layer norms) in float32, as the policy table says
-      skips.begin_step(x, [&, x, y] { examples::Autocast ac(device.type, precision); return lm_loss(model->forward(x, c.checkpoint_segments), y) / double(c.accum_steps); });
+      skips.begin_step(x, [&, x = x, y = y] {  // init-captures: clang 14 cannot capture a structured binding
+        examples::Autocast ac(device.type, precision);
+        return lm_loss(model->forward(x, c.checkpoint_segments), y) / double(c.accum_steps);
+      });
       Tensor micro_loss;
       {
         examples::Autocast ac(device.type, precision);
@@ -285,8 +324,9 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
           << "  val_loss " << e.val_loss << std::setprecision(1) << "  " << e.ms_per_step << " ms/step";
       if (scaler.is_enabled()) log << std::setprecision(0) << "  scale " << e.scale << "  skipped " << e.skipped_steps;
       log << std::defaultfloat << std::endl;  // a line per evaluation, also through a pipe
-      if (metrics) metrics << e.step << "," << e.train_loss << "," << e.val_loss << "," << e.scale << "," << e.skipped_steps << ","
-                           << e.ms_per_step << std::endl;
+      std::ostringstream row;
+      row << e.step << "," << e.train_loss << "," << e.val_loss << "," << e.scale << "," << e.skipped_steps << "," << e.ms_per_step << "\n";
+      metrics.append(row.str());
       if (!c.save_path.empty()) {
         std::map<std::string, std::string> meta = run_settings(c);
         meta.merge(model_settings(mc, text));
@@ -303,7 +343,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   if (c.sample_chars > 0) {
     Generator g = stream(3);
     examples::Autocast ac(device.type, precision);
-    result.sample = text.decode(generate(*model, {text.train[0]}, c.sample_chars, c.temperature, g));
+    result.sample = text.decode(generate(*model, {int64_t(text.train[0])}, c.sample_chars, c.temperature, g));
   }
   return result;
 }

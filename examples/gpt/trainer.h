@@ -16,10 +16,11 @@
 
 namespace gpt {
 
-// A text as byte tokens: the vocabulary is the distinct bytes it holds, in byte order.
+// A text as byte tokens: the vocabulary is the distinct bytes it holds, in byte order. A token id
+// is a byte too (at most 256 of them), so a text is held in memory once (plus a tenth, briefly).
 struct CharText {
-  std::vector<unsigned char> vocab;  // token id -> byte
-  std::vector<int64_t> train, val;   // token ids: the first 90% of the text, the rest
+  std::vector<unsigned char> vocab;        // token id -> byte
+  std::vector<unsigned char> train, val;   // token ids: the first 90% of the text, the rest
   static CharText load(const std::string& path);
   static CharText from_string(const std::string& text, const std::string& name = "text");
   std::string decode(const std::vector<int64_t>& ids) const;

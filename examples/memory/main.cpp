@@ -15,12 +15,12 @@
 
 #include "amp/autocast.h"
 #include "autograd/float8.h"
-#include "data/atomic_file.h"
 #include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "tensor/memory_history.h"
 #include "tensor/memory_stats.h"
 #include "flags.h"
+#include "output_files.h"
 #include "report_errors.h"
 
 using namespace ampgrad;
@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return report_errors("memory", [&] {
+    examples::check_paths({{"--timeline", timeline}});
     const Device dev = device == "cuda" ? Device::cuda() : Device::cpu();
 
     manual_seed(0);
@@ -135,10 +136,7 @@ int main(int argc, char** argv) {
         os << (i ? "\n\n" : "") << '"' << configs[i].name << "\"\n";
         for (const MemoryPoint& p : measured[i].timeline) os << p.ms << " " << mib(p.bytes) << "\n";
       }
-      const std::string text = os.str();
-      data::AtomicFile file(timeline);
-      file.write(text.data(), text.size());
-      file.commit();
+      examples::write_text_file(timeline, os.str());
       std::printf("\nmemory over each last step written to %s (scripts/plot-memory.sh draws it)\n", timeline.c_str());
     }
   });

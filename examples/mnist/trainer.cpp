@@ -4,10 +4,10 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
@@ -17,6 +17,7 @@
 #include "data/loader.h"
 #include "data_parallel.h"
 #include "mnist/models.h"
+#include "output_files.h"
 #include "nn/checkpoint.h"
 #include "optim/optim.h"
 #include "tensor/memory_stats.h"
@@ -54,6 +55,18 @@ static data::Dataset first(data::Dataset d, int64_t n) {
 static std::map<std::string, std::string> data_order(const TrainConfig& c) {
   return {{"seed", std::to_string(c.seed)}, {"dataset", c.dataset}, {"batch_size", std::to_string(c.batch_size)},
           {"accum_steps", std::to_string(c.accum_steps)}, {"limit_train", std::to_string(c.limit_train)}};
+}
+
+// --ddp: what every rank must run alike (rank_consistency.h), as flag -> value.
+static std::map<std::string, std::string> ddp_settings(const TrainConfig& c, int64_t train_samples) {
+  auto number = [](double v) { return examples::exact(v); };
+  return {{"--model", c.model}, {"--dataset", c.dataset}, {"training samples", std::to_string(train_samples)},
+          {"--epochs", std::to_string(c.epochs)}, {"--batch-size", std::to_string(c.batch_size)}, {"--lr", number(c.lr)},
+          {"--momentum", number(c.momentum)}, {"--optimizer", c.optimizer}, {"--seed", std::to_string(c.seed)},
+          {"--device", c.device}, {"--amp", c.amp}, {"--float8", std::to_string(c.float8)}, {"--scaler", c.scaler},
+          {"--accum-steps", std::to_string(c.accum_steps)}, {"--checkpoint", std::to_string(c.checkpoint_segments)},
+          {"--clip-grad", number(c.clip_grad)}, {"--grad-penalty", number(c.grad_penalty)}, {"--fgsm", number(c.fgsm_eps)},
+          {"--limit-test", std::to_string(c.limit_test)}, {"--resume", c.resume_path}};
 }
 
 static void save_checkpoint(const std::string& path, const TrainConfig& c, int epochs_done, const nn::Module& model,
@@ -120,15 +133,17 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(!(c.float8 && c.grad_penalty > 0), "--grad-penalty differentiates the model twice, and --float8's linear is once differentiable");
   const Device device = examples::training_device(c.device, c.ddp);
   const examples::AmpSetting precision = examples::amp_setting(c.amp, c.float8);
-  examples::check_writable("--save", c.save_path);
-  examples::check_writable("--scale-history", c.scale_history_path);
-  examples::check_writable("--profile-trace", c.profile_trace);
+  examples::check_paths({{"--save", c.save_path, "--resume"}, {"--metrics", c.metrics_path}, {"--scale-history", c.scale_history_path},
+                         {"--profile-trace", c.profile_trace}},
+                        {{"--resume", c.resume_path}});
   set_num_threads(c.threads);
   manual_seed(c.seed);
 
   const std::string dir = c.data_dir.empty() ? default_data_dir(c.dataset) : c.data_dir;
-  data::Dataset train_set = first(data::load_mnist_dir(dir, "train"), c.limit_train);
-  data::Dataset test_set = first(data::load_mnist_dir(dir, "test"), c.limit_test);
+  const data::ImageSize size{28, 28};  // what every model of models.h takes
+  data::Dataset train_set = first(data::load_mnist_dir(dir, "train", size), c.limit_train);
+  data::Dataset test_set = first(data::load_mnist_dir(dir, "test", size), c.limit_test);
+  if (c.ddp) examples::data_parallel::check_same_settings(ddp_settings(c, train_set.size()));
   data::DataLoader train_loader(train_set, {.batch_size = c.batch_size, .shuffle = true, .seed = c.seed});
   data::DataLoader test_loader(test_set, {.batch_size = 1000});
 
@@ -157,12 +172,8 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   }
   train_loader.set_epoch(start_epoch);
 
-  std::ofstream metrics;
-  if (!c.metrics_path.empty()) {
-    metrics.open(c.metrics_path);
-    AMPGRAD_CHECK(metrics, "cannot write metrics to " << c.metrics_path);
-    metrics << "epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps,step_peak_bytes" << (c.fgsm_eps > 0 ? ",fgsm_acc" : "") << "\n";
-  }
+  examples::TextOutput metrics(c.metrics_path, std::string("epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps,step_peak_bytes") +
+                                                   (c.fgsm_eps > 0 ? ",fgsm_acc\n" : "\n"));
   log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
       << " test) optimizer=" << c.optimizer << " lr=" << opt->lr() << " batch=" << c.batch_size << " amp=" << c.amp
       << (c.float8 ? " float8=on" : "") << " scaler=" << (use_scaler ? "on" : "off") << " device=" << device.str() << " threads=" << get_num_threads() << (c.ddp ? " ranks=" + std::to_string(ranks) : "") << "\n";
@@ -253,17 +264,18 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     if (use_scaler) log << "  scale " << std::setprecision(0) << r.scale << "  skipped " << r.skipped_steps;
     log << std::setprecision(1) << "  step_peak " << double(r.step_peak_bytes) / (1 << 20) << "MiB" << std::defaultfloat
         << std::endl;  // flushed: the line shows as the epoch ends, through a pipe too (tee, CI logs)
-    if (metrics) metrics << r.epoch << "," << r.train_loss << "," << r.test_loss << "," << r.test_acc << "," << r.seconds << ","
-                         << r.scale << "," << r.skipped_steps << "," << r.step_peak_bytes
-                         << (c.fgsm_eps > 0 ? "," + std::to_string(r.fgsm_acc) : "") << std::endl;
+    std::ostringstream row;
+    row << r.epoch << "," << r.train_loss << "," << r.test_loss << "," << r.test_acc << "," << r.seconds << "," << r.scale << ","
+        << r.skipped_steps << "," << r.step_peak_bytes << (c.fgsm_eps > 0 ? "," + std::to_string(r.fgsm_acc) : "") << "\n";
+    metrics.append(row.str());
     if (!c.save_path.empty()) examples::warn_if_nonfinite(*model, c.save_path, log);
     if (!c.save_path.empty()) save_checkpoint(c.save_path, c, epoch + 1, *model, *opt, scaler);
   }
   if (!c.scale_history_path.empty()) {
-    std::ofstream h(c.scale_history_path);
-    AMPGRAD_CHECK(h, "cannot write the scale history to " << c.scale_history_path);
+    std::ostringstream h;
     h << "iteration,scale,found_inf\n";
     for (const amp::ScaleRecord& s : scaler.history()) h << s.iteration << "," << s.scale << "," << s.found_inf << "\n";
+    examples::write_text_file(c.scale_history_path, h.str());
   }
   result.train_samples_per_s = train_samples / std::max(train_seconds, 1e-9);
   return result;

@@ -15,9 +15,9 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "amp/autocast.h"
 #include "amp/grad_health.h"
@@ -26,6 +26,7 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "flags.h"
+#include "output_files.h"
 #include "report_errors.h"
 
 using namespace ampgrad;
@@ -49,6 +50,10 @@ int main(int argc, char** argv) {
   app.add_option("--csv", csv, "write the loss curves here (step, one column per run; \"\" for none)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return report_errors("underflow", [&] {
+    if (!csv.empty()) {  // checked before the runs, not after them
+      if (std::filesystem::path dir = std::filesystem::path(csv).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
+      examples::check_paths({{"--csv", csv}});
+    }
     // data: x (N, Din) ~ N(0, 1); targets (N, Dout) from a fixed random teacher, magnitude ~3e-3
     manual_seed(0);
     const int64_t N = 4096, Din = 32, H = 128, Dout = 256, B = 1024;
@@ -114,9 +119,7 @@ int main(int argc, char** argv) {
     std::cout << "\nThe float32 run's first-layer gradients at the end, as float16 would hold them:\n";
     amp::print_grad_health(std::cout, "fc1.weight", f32.health_unscaled, f32.health_scaled);
     if (!csv.empty()) {
-      if (std::filesystem::path dir = std::filesystem::path(csv).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
-      std::ofstream out(csv);
-      AMPGRAD_CHECK(out, "underflow: cannot write --csv " << csv);
+      std::ostringstream out;
       out << "step";
       for (const Run& r : runs) out << "," << r.name;
       out << "\n";
@@ -125,6 +128,7 @@ int main(int argc, char** argv) {
         for (const Run& r : runs) out << "," << r.loss[i];
         out << "\n";
       }
+      examples::write_text_file(csv, out.str());
       std::cout << "\nloss curves written to " << csv << "\n";
     }
   });
