@@ -117,7 +117,6 @@ TEST_CASE("a replay changes nothing: the weights, the generator and the gradient
   CHECK(s.log.str().find("step skipped", 1) == std::string::npos);
 }
 
-// (NaNs go in after the ReLU: relu(NaN) is 0 until issue 29's first part lands.)
 TEST_CASE("a NaN in the input batch is named as the input, and a bfloat16 step with no scaler stops at it") {
   Setup s(1);
   s.model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4));
