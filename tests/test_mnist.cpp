@@ -377,6 +377,21 @@ TEST_CASE("amp-walkthrough.md's figures are amp_step's output") {
   }
   CHECK(figures >= 8);  // 0.747028, 65536, 48957.2, 0.00195312, 2.98023, ...
   CHECK(quoted == 1);
+  // "When a step is skipped" quotes the end of `amp_step --plant-overflow 1e6`: the next block
+  // after the command is named, every line of it
+  const CommandResult planted = run_command("OMP_NUM_THREADS=2 " + (dir / "amp_step").string() + " --plant-overflow 1e6 --data " + digits);
+  REQUIRE(planted.status == 0);
+  std::ifstream again(AMPGRAD_SOURCE_DIR "/docs/amp-walkthrough.md");
+  int state = 0, planted_lines = 0;  // 0: before the command is named, 1: before its block, 2: in it, 3: after
+  while (state < 3 && std::getline(again, line)) {
+    if (state == 0 && line.find("--plant-overflow 1e6") != std::string::npos) state = 1;
+    else if (line.rfind("```", 0) == 0 && state > 0) state += 1;
+    else if (state == 2) {
+      CHECK_MESSAGE(planted.output.find(line) != std::string::npos, "amp_step --plant-overflow 1e6 no longer prints: " << line);
+      ++planted_lines;
+    }
+  }
+  CHECK(planted_lines >= 10);
 }
 
 TEST_CASE("--device is cpu, cuda or cuda:N, and a device this machine lacks is refused by name") {
