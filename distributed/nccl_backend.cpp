@@ -69,8 +69,8 @@ class NcclBackend final : public Backend {
     });
     auto finish = [=, this]() mutable {
       cuda::DeviceGuard on(device_);
+      join(done);    // first: it also releases the event
       check_peers();
-      join(done);
       if (!buffer.is_same(target)) target.copy_(buffer);  // queued on the compute stream, after the join
       else target.bump_version();
     };

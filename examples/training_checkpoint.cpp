@@ -96,7 +96,7 @@ static void check_optimizer_options(const std::string& path, const std::map<std:
   for (const auto& [k, v] : scalars) {
     AMPGRAD_CHECK(std::isfinite(v), path << ": checkpoint metadata 'optimizer." << k << "' is " << v << ", not a finite number");
     for (const auto& [suffix, hi] : at_most_one)
-      if (k.ends_with(suffix))
+      if (k.ends_with(suffix) || k == suffix + 1)  // "param_groups.0.momentum", or a one-group file's "momentum"
         AMPGRAD_CHECK(v >= 0 && v <= hi, path << ": checkpoint metadata 'optimizer." << k << "' is " << v << ", outside [0, " << hi << "]");
   }
 }
@@ -144,9 +144,11 @@ void TrainingCheckpoint::restore(nn::Module& model, optim::Optimizer& opt, amp::
   else if (scaler.is_enabled())
     log << "note: " << path_ << " holds no GradScaler state (it was saved without one): this run's scaler starts afresh at scale "
         << scaler.get_scale() << "\n";
-  else if (!scaler_sd.empty())
-    log << "note: " << path_ << " holds a GradScaler state (scale " << scaler_sd.at("scale")
-        << "), which this run, without a scaler, leaves unused\n";
+  else if (!scaler_sd.empty()) {
+    log << "note: " << path_ << " holds a GradScaler state";
+    if (scaler_sd.count("scale")) log << " (scale " << scaler_sd.at("scale") << ")";
+    log << ", which this run, without a scaler, leaves unused\n";
+  }
 }
 
 }  // namespace ampgrad::examples

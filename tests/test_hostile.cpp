@@ -117,6 +117,7 @@ TEST_CASE("checkpoints: dtypes, strays, non-finite values, out-of-bounds options
     std::string key, value, message;
   };
   for (const Bound& b : {Bound{"optimizer.param_groups.0.momentum", "2", "is 2, outside [0, 1]"},
+                         Bound{"optimizer.momentum", "2", "is 2, outside [0, 1]"},  // a one-group file's key
                          Bound{"optimizer.param_groups.0.dampening", "nan", "is nan, not a finite number"}}) {  // no structured binding: clang 14's lambdas cannot capture one
     ck = p.checkpoint(p.mnist, "", [&](data::SafeTensors& c) { c.metadata[b.key] = b.value; });
     check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": checkpoint metadata '" + b.key + "' " + b.message);
