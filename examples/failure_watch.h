@@ -1,7 +1,7 @@
 // failure_watch.h — what the MNIST and GPT trainers do when a step goes non-finite: their three
 // flags (--explain-skips, --detect-anomaly, --max-skipped-steps), the amp::SkipWatch they make of
 // them, and the warning before a checkpoint is written with weights that are not finite. The
-// watching itself is amp/skip_explainer.h's; the flags are failure_watch_flags.h's.
+// watching itself is diagnostics/skip_explainer.h's; the flags are failure_watch_flags.h's.
 //
 //   examples::FailureWatch watch;                                   // a TrainConfig member
 //   amp::SkipWatch skips = examples::skip_watch(c.watch, *model, log);  // train()
@@ -9,7 +9,7 @@
 #include <ostream>
 #include <string>
 
-#include "amp/skip_explainer.h"
+#include "diagnostics/skip_explainer.h"
 #include "nn/module.h"
 
 namespace ampgrad::examples {

@@ -345,7 +345,7 @@ TEST_CASE("GPT: checkpoint step counts that are not counts are refused, naming t
         "LRScheduler::load_state_dict: 'last_epoch' must be a whole number in [0, 9223372036854775807], got 1e+300");
 }
 
-// ---- when steps go non-finite (examples/failure_watch.h, amp/skip_explainer.h) ----
+// ---- when steps go non-finite (examples/failure_watch.h, diagnostics/skip_explainer.h) ----
 
 TEST_CASE("GPT: a rate of 1e30 overflows the weights: bf16 stops at the NaN loss and fp16 after --max-skipped-steps, each naming the layer") {
   TempDir dir;

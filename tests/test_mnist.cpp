@@ -479,7 +479,7 @@ TEST_CASE("checkpoint numbers that are not counts are refused, naming the file, 
         "Optimizer::load_state_dict: 'state.0.step' must be a whole number in [1, 9223372036854775807], got 1e+300");
 }
 
-// ---- when steps go non-finite (examples/failure_watch.h, amp/skip_explainer.h) ----
+// ---- when steps go non-finite (examples/failure_watch.h, diagnostics/skip_explainer.h) ----
 
 // The small run's checkpoint with one tensor multiplied by `factor` (NaN: filled with NaN).
 static std::string tampered_checkpoint(const TempDir& dir, const std::string& from, const std::string& key, double factor) {

@@ -1,5 +1,5 @@
-// test_skip_explainer.cpp — the skip explainer (amp/skip_explainer.h) and its locator
-// (amp/nonfinite_locator.h) on a two-layer MLP whose numbers are set by hand, so that each case
+// test_skip_explainer.cpp — the skip explainer (diagnostics/skip_explainer.h) and its locator
+// (diagnostics/nonfinite_locator.h) on a two-layer MLP whose numbers are set by hand, so that each case
 // knows where the first inf/NaN must appear: a forward overflow in float16, a NaN in the batch,
 // an overflow that only the backward meets, a run of skipped steps, a bfloat16 step with no
 // scaler. Every message is checked word for word. (The trainers' flags: test_mnist, test_gpt.)
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "amp/autocast.h"
-#include "amp/skip_explainer.h"
+#include "diagnostics/skip_explainer.h"
 #include "autograd/ops.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

@@ -10,7 +10,7 @@
 #include "amp/autocast.h"
 #include "amp/grad_health.h"
 #include "amp/grad_scaler.h"
-#include "amp/skip_explainer.h"
+#include "diagnostics/skip_explainer.h"
 #include "data/idx.h"
 #include "data/loader.h"
 #include "nn/nn.h"

@@ -1,6 +1,6 @@
 // nonfinite_locator.cpp — the checks (host loops over each output), the naming (a parameter, or
 // autocast's cast of one, tells the module) and the report's wording.
-#include "amp/nonfinite_locator.h"
+#include "diagnostics/nonfinite_locator.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // skip_explainer.cpp — the watch's counters (0-d tensors where the loss lives), its host reads,
 // the replay that finds where a skipped step went non-finite, and the wording of what it says.
-#include "amp/skip_explainer.h"
+#include "diagnostics/skip_explainer.h"
 
 #include <cmath>
 #include <ostream>

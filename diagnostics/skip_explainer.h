@@ -24,7 +24,7 @@
 #include <string>
 
 #include "amp/grad_scaler.h"
-#include "amp/nonfinite_locator.h"
+#include "diagnostics/nonfinite_locator.h"
 #include "tensor/random.h"
 
 namespace ampgrad::amp {
