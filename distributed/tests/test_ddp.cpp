@@ -70,6 +70,16 @@ TEST_CASE("DDP on 2 ranks trains as one process on the whole batch") {
   check_parameters_match(pg, ddp->named_parameters());      // replicas bit-identical to each other
 }
 
+// Each of ddp's gradients is local's, averaged over the ranks, bit for bit.
+static void check_averaged(const nn::Module& local, const nn::Module& ddp) {
+  std::vector<Tensor> lp = local.parameters(), dp = ddp.parameters();
+  for (size_t i = 0; i < lp.size(); ++i) {
+    Tensor g = lp[i].grad().clone();
+    group().all_reduce(g, ReduceOp::avg);
+    CHECK(to_vector<float>(dp[i].grad()) == to_vector<float>(g));
+  }
+}
+
 TEST_CASE("DDP gradients are the ranks' local gradients averaged, bit for bit") {
   ProcessGroup& pg = group();
   auto local = mlp(2);
@@ -77,12 +87,7 @@ TEST_CASE("DDP gradients are the ranks' local gradients averaged, bit for bit") 
   const Batch mine = global_batch(0, 4 * pg.size()).rows(pg.rank() * 4, 4);
   F::cross_entropy(local->forward(mine.x), mine.y).backward();
   F::cross_entropy(ddp->forward(mine.x), mine.y).backward();
-  std::vector<Tensor> lp = local->parameters(), dp = ddp->parameters();
-  for (size_t i = 0; i < lp.size(); ++i) {
-    Tensor g = lp[i].grad().clone();
-    pg.all_reduce(g, ReduceOp::avg);
-    CHECK(to_vector<float>(dp[i].grad()) == to_vector<float>(g));
-  }
+  check_averaged(*local, *ddp);
 }
 
 TEST_CASE("DDP buckets: reverse registration order, split at the cap") {
@@ -158,12 +163,7 @@ TEST_CASE("DDP after a refused pass: the next pass waits for the old collectives
   local->use_late = inner->use_late = true;
   F::cross_entropy(local->forward(mine.x), mine.y).backward();
   F::cross_entropy(ddp->forward(mine.x), mine.y).backward();
-  std::vector<Tensor> lp = local->parameters(), dp = ddp->parameters();
-  for (size_t i = 0; i < lp.size(); ++i) {
-    Tensor g = lp[i].grad().clone();
-    pg.all_reduce(g, ReduceOp::avg);
-    CHECK(to_vector<float>(dp[i].grad()) == to_vector<float>(g));
-  }
+  check_averaged(*local, *ddp);
 }
 
 TEST_CASE("DDP refuses, on every rank, replicas whose parameters differ in shape, name or number") {
