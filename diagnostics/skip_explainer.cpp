@@ -26,6 +26,7 @@ SkipWatch::SkipWatch(SkipWatchOptions options, NamedParameters parameters, std::
   const Device device = parameters_.empty() ? Device::cpu() : parameters_[0].second.device();
   streak_ = zeros({}, TensorOptions().device(device));
   first_bad_loss_ = zeros({}, TensorOptions().device(device));
+  bad_ranks_ = zeros({}, TensorOptions().device(device));
 }
 
 void SkipWatch::begin_step(const Tensor& batch, Replay replay) {
@@ -49,14 +50,19 @@ void SkipWatch::check_loss(int epoch, int64_t step, const Tensor& loss, const Gr
   ++steps_seen_;
   if (scaler.is_enabled()) return;  // a non-finite loss is the scaler's to skip
   NoGradGuard no_grad;
-  // the first step whose loss is inf or NaN (x - x is NaN exactly for those), on the device
+  // the first step whose loss is inf or NaN (x - x is NaN exactly for those) here, or on any rank; on the device
   const Tensor l = loss.detach().to(kFloat32), zero = zeros({}, TensorOptions().device(l.device()));
-  first_bad_loss_ = first_bad_loss_ + ne(l - l, zero).to(kFloat32) * eq(first_bad_loss_, zero).to(kFloat32) * double(step);
+  Tensor bad = ne(l - l, zero).to(kFloat32);
+  if (options_.sum_over_ranks) bad = options_.sum_over_ranks(bad);
+  const Tensor first_now = eq(first_bad_loss_, zero).to(kFloat32) * gt(bad, zero).to(kFloat32);
+  first_bad_loss_ = first_bad_loss_ + first_now * double(step);
+  bad_ranks_ = bad_ranks_ + first_now * bad;
   if (!read_now(l)) return;
   if (const int64_t first = int64_t(first_bad_loss_.item<float>()); first > 0) {
     const float value = loss.item<float>();
     std::ostringstream os;
     os << "stopped at " << where() << ": the loss is " << (std::isnan(value) ? "nan" : std::to_string(value));
+    if (options_.sum_over_ranks) os << " here, and not finite on " << int64_t(bad_ranks_.item<float>()) << " of the ranks";
     if (first != step) os << " (first not finite at step " << first << ": on a GPU the watch reads every --max-skipped-steps steps)";
     os << ", with no GradScaler to skip the step\n" << explain(1.0);
     throw Stop(os.str());

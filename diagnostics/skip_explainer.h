@@ -34,6 +34,10 @@ struct SkipWatchOptions {
   bool explain_skips = false;       // explain the first skipped step of every run of them, by a replay, and train on
   bool detect_anomaly = false;      // the locator armed on every step (no replay needed; a host read per op)
   std::string prefix = "model";     // parameters are named as a checkpoint's keys: "model.3.weight"
+  // Under data parallelism, a 0-d count summed over every rank (on a copy), so that a loss gone
+  // non-finite on one rank stops them all at the same step: a rank that stopped alone would leave
+  // the others waiting in their next collective. Unset: this process alone.
+  std::function<Tensor(const Tensor&)> sum_over_ranks;
 };
 
 // Per parameter, how many gradient elements are inf or NaN (a host read of each gradient).
@@ -55,7 +59,8 @@ class SkipWatch {
   // batch: the step's input, checked first by a replay; replay: how to run the step again
   void begin_step(const Tensor& batch, Replay replay);
   // Before the optimizer's step: with no scaler enabled, a non-finite loss stops here, while the
-  // weights are still those that made it. epoch and step count from 1; epoch 0: a run without epochs.
+  // weights are still those that made it; loss is the step's (the sum of its micro-batches'
+  // losses, so that any one of them counts). epoch and step count from 1; epoch 0: no epochs.
   void check_loss(int epoch, int64_t step, const Tensor& loss, const GradScaler& scaler);
   // After scaler.step() and update(), before zero_grad: counts skipped steps, warns, stops.
   void end_step(const GradScaler& scaler, const StepResult& stepped);
@@ -80,7 +85,7 @@ class SkipWatch {
   int epoch_ = 0;
   int64_t step_ = 0, steps_seen_ = 0;
   // On the device, no host read: skipped steps in a row, and the first step whose loss was not finite.
-  Tensor streak_, first_bad_loss_;
+  Tensor streak_, first_bad_loss_, bad_ranks_;  // bad_ranks_: how many ranks' losses were not finite then
   bool warned_scale_ = false;
 };
 

@@ -57,6 +57,12 @@ void without_sync(nn::Module& replica, const std::function<void()>& backward) {
   backward();
 }
 
+Tensor sum_over_ranks(const Tensor& t) {
+  Tensor sum = t.clone();
+  group().all_reduce(sum, distributed::ReduceOp::sum);
+  return sum;
+}
+
 double mean(double value) {
   Tensor t = full({1}, value, TensorOptions(kFloat64));
   group().all_reduce(t, distributed::ReduceOp::avg);

@@ -34,5 +34,6 @@ Tensor local_rows(const Tensor& global);  // rows [r·B/N, (r+1)·B/N) of a (B, 
 // gradient stays local, and the step's last backward reduces the sum.
 void without_sync(nn::Module& replica, const std::function<void()>& backward);
 double mean(double value);                // over ranks
+Tensor sum_over_ranks(const Tensor& t);  // on a copy, on t's device: no host read
 
 }  // namespace ampgrad::examples::data_parallel

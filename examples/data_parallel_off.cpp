@@ -20,5 +20,6 @@ data::Dataset shard(const data::Dataset& all, uint64_t, int64_t) { return all; }
 Tensor local_rows(const Tensor& global) { return global; }
 void without_sync(nn::Module&, const std::function<void()>& backward) { backward(); }
 double mean(double value) { return value; }
+Tensor sum_over_ranks(const Tensor& t) { return t; }
 
 }  // namespace ampgrad::examples::data_parallel

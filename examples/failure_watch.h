@@ -4,11 +4,12 @@
 // watching itself is diagnostics/skip_explainer.h's; the flags are failure_watch_flags.h's.
 //
 //   examples::FailureWatch watch;                                   // a TrainConfig member
-//   amp::SkipWatch skips = examples::skip_watch(c.watch, *model, log);  // train()
+//   amp::SkipWatch skips = examples::skip_watch(c.watch, *model, c.ddp, log);  // train()
 #pragma once
 #include <ostream>
 #include <string>
 
+#include "data_parallel.h"
 #include "diagnostics/skip_explainer.h"
 #include "nn/module.h"
 
@@ -20,11 +21,13 @@ struct FailureWatch {
   int64_t max_skipped_steps = 100;  // --max-skipped-steps: stop after this many skipped steps in a row (0: never)
 };
 
-inline amp::SkipWatch skip_watch(const FailureWatch& w, const nn::Module& model, std::ostream& log) {
+// ddp: every rank stops at the step a loss went non-finite on any of them (SkipWatchOptions)
+inline amp::SkipWatch skip_watch(const FailureWatch& w, const nn::Module& model, bool ddp, std::ostream& log) {
   std::vector<Tensor> buffers;  // batch norm's running statistics, which a replay would move
   for (auto& [name, b] : model.named_buffers()) buffers.push_back(b);
   return amp::SkipWatch({.max_skipped_steps = w.max_skipped_steps, .explain_skips = w.explain_skips,
-                         .detect_anomaly = w.detect_anomaly, .prefix = "model"},
+                         .detect_anomaly = w.detect_anomaly, .prefix = "model",
+                         .sum_over_ranks = ddp ? data_parallel::sum_over_ranks : nullptr},
                         model.named_parameters(), std::move(buffers), log);
 }
 

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "diagnostics/skip_explainer.h"
 #include "distributed/ddp.h"
 #include "distributed/rank_consistency.h"
 #include "nn/nn.h"
@@ -251,6 +253,46 @@ TEST_CASE("AMP across ranks: unscale_ before synchronising needs all_reduce_foun
   CHECK_FALSE(bool(scaler.step(opt)));
   scaler.update();
   CHECK(scaler.get_scale() == 512);
+}
+
+TEST_CASE("SkipWatch under DDP: a loss gone non-finite on one rank stops every rank at that step") {
+  // No GradScaler (float32), so the watch stops at a non-finite loss. At step 3 rank 1's input is
+  // NaN. Summed over ranks, its count stops rank 0 at the same step, and both replay the step to
+  // explain it: a rank that stopped alone would wait forever in its replay's all-reduce.
+  ProcessGroup& pg = group();
+  auto ddp = std::make_shared<DistributedDataParallel>(mlp(8), pg);
+  optim::SGD opt(ddp->parameters(), {.lr = 0.05});
+  amp::GradScaler scaler({.enabled = false});
+  auto sum_over_ranks = [&pg](const Tensor& t) {
+    Tensor sum = t.clone();
+    pg.all_reduce(sum, ReduceOp::sum);
+    return sum;
+  };
+  std::ostringstream log;
+  amp::SkipWatch watch({.sum_over_ranks = sum_over_ranks}, ddp->named_parameters(), {}, log);
+  std::string stopped;
+  int64_t step = 1;
+  for (; step <= 4; ++step) {
+    Batch mine = global_batch(int(step), 4 * pg.size()).rows(pg.rank() * 4, 4);
+    if (step == 3 && pg.rank() == 1) mine.x = mine.x * std::nan("");
+    watch.begin_step(mine.x, [&, x = mine.x, y = mine.y] { return F::cross_entropy(ddp->forward(x), y); });
+    opt.zero_grad();
+    Tensor loss = F::cross_entropy(ddp->forward(mine.x), mine.y);
+    scaler.scale(loss).backward();
+    try {
+      watch.check_loss(0, step, loss, scaler);
+    } catch (const amp::SkipWatch::Stop& e) {
+      stopped = e.what();
+      break;
+    }
+    watch.end_step(scaler, scaler.step(opt));
+  }
+  CAPTURE(stopped);
+  CHECK(step == 3);
+  CHECK(stopped.find(pg.rank() == 1 ? "stopped at step 3: the loss is nan here, and not finite on 1 of the ranks"
+                                    : "stopped at step 3: the loss is ") == 0);
+  CHECK(stopped.find("not finite on 1 of the ranks") != std::string::npos);
+  CHECK(stopped.find("gradients holding inf/NaN (the step replayed") != std::string::npos);
 }
 
 TEST_CASE("broadcast_scaler_state: a checkpoint loaded on rank 0 reaches every rank") {

@@ -228,7 +228,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   optim::AdamW opt(adamw_groups(*model, c));
   optim::LambdaLR schedule(opt, [&](int64_t done) { return lr_factor(c, done); });
   amp::GradScaler scaler({.enabled = c.amp == "fp16"});
-  amp::SkipWatch skips = examples::skip_watch(c.watch, *model, log);  // stops, explaining, when steps go non-finite
+  amp::SkipWatch skips = examples::skip_watch(c.watch, *model, c.ddp, log);  // stops, explaining, when steps go non-finite
   int64_t params = 0;
   for (const Tensor& p : model->parameters()) params += p.numel();
   log << "gpt: " << c.text_path << " (" << text.train.size() << " train / " << text.val.size() << " val bytes, vocab "

@@ -163,7 +163,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters());
   const bool use_scaler = c.scaler == "on" || (c.scaler == "auto" && c.amp == "fp16");
   amp::GradScaler scaler({.enabled = use_scaler, .record_history = !c.scale_history_path.empty()});
-  amp::SkipWatch skips = examples::skip_watch(c.watch, *model, log);  // stops, explaining, when steps go non-finite
+  amp::SkipWatch skips = examples::skip_watch(c.watch, *model, c.ddp, log);  // stops, explaining, when steps go non-finite
 
   int start_epoch = 0;
   if (!c.resume_path.empty()) {
@@ -189,7 +189,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     const int64_t held_before = memory_stats(device).allocated_bytes;
     const auto t0 = Clock::now();
     // summed where the loss lives: no host read per step
-    Tensor loss_sum = zeros({}, TensorOptions().device(device)), skipped_sum = zeros({}, TensorOptions().device(device));
+    Tensor loss_sum = zeros({}, TensorOptions().device(device)), skipped_sum = zeros({}, TensorOptions().device(device)), group_loss;
     int64_t batches = 0, seen = 0;
     std::optional<data::DataLoader> shard;  // --ddp: this rank's samples of the epoch
     if (c.ddp) shard.emplace(examples::data_parallel::shard(train_set, c.seed, epoch), data::DataLoaderOptions{.batch_size = c.batch_size / ranks});
@@ -215,6 +215,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       if (c.ddp && !ends_group) examples::data_parallel::without_sync(*replica, backward);  // reduced with the group's last
       else backward();
       loss_sum = loss_sum + loss.detach();
+      group_loss = batches == group_start ? loss.detach() : group_loss + loss.detach();  // any micro-batch's inf/NaN counts
       ++batches;
       seen += x.size(0);
       // 3. once per effective batch: unscale (+ clip), step unless inf/NaN, update the scale
@@ -223,7 +224,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
           scaler.unscale_(*opt);
           optim::clip_grad_norm_(opt->params(), c.clip_grad);
         }
-        skips.check_loss(epoch + 1, (batches - 1) / c.accum_steps + 1, loss, scaler);
+        skips.check_loss(epoch + 1, (batches - 1) / c.accum_steps + 1, group_loss, scaler);
         amp::StepResult stepped = scaler.step(*opt);  // left unread: a read would wait for the GPU
         if (stepped.found_inf().defined()) skipped_sum = skipped_sum + stepped.found_inf();
         scaler.update();
