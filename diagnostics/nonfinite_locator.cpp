@@ -68,6 +68,13 @@ std::string NonFiniteLocator::parameter_of(const Tensor& t) const {
   return "";
 }
 
+// Inside a hook: reads made there announce nothing to us; cleared also when a read throws.
+struct BusyGuard {
+  bool& busy;
+  explicit BusyGuard(bool& b) : busy(b) { busy = true; }
+  ~BusyGuard() { busy = false; }
+};
+
 // The policy row of a recorded op, found by the name record() announces it with.
 static std::optional<Op> op_named(const char* name) {
   for (size_t i = 0; i < kNumOps; ++i)
@@ -77,7 +84,7 @@ static std::optional<Op> op_named(const char* name) {
 
 void NonFiniteLocator::on_op_output(const Tensor& out, const char* op, const std::vector<Tensor>& inputs) {
   if (!mine() || !out.defined() || out.impl().is_view) return;  // a view holds what its base held, checked already
-  busy_ = true;
+  BusyGuard busy(busy_);
   const bool forward = backward_depth_ == 0;
   // autocast's own cast (of an input or a weight): its row is that of the op it casts for, the next one
   const char* maker = MadeBy::now().name;
@@ -118,7 +125,6 @@ void NonFiniteLocator::on_op_output(const Tensor& out, const char* op, const std
     }
     report_ = std::move(r);
   }
-  busy_ = false;
 }
 
 void NonFiniteLocator::check_input(const Tensor& t, const std::string& name) {
@@ -128,7 +134,7 @@ void NonFiniteLocator::check_input(const Tensor& t, const std::string& name) {
 
 void NonFiniteLocator::on_grad_accumulated(const Tensor& leaf) {
   if (!mine() || report_) return;
-  busy_ = true;
+  BusyGuard busy(busy_);
   const Tensor g = leaf.grad();
   const NonFiniteCount c = count_nonfinite(g);
   if (c.total() > 0) {
@@ -136,7 +142,6 @@ void NonFiniteLocator::on_grad_accumulated(const Tensor& leaf) {
     report_ = NonFiniteReport{.backward = true, .op = "AccumulateGrad", .module = module_of(name), .parameter = name.empty() ? "a leaf" : name,
                               .dtype = g.dtype(), .output = c};
   }
-  busy_ = false;
 }
 
 void NonFiniteLocator::on_span_begin(const char* name, SpanKind kind) {

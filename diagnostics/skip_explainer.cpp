@@ -108,9 +108,18 @@ std::string SkipWatch::explain(double scale) {
   const bool recorded = armed_ && armed_->report();  // --detect-anomaly watched the step itself
   if (!recorded && replay_) {
     // Replay the step: same weights (a skipped step changed none), batch, random draws and scale.
-    const Generator::State after = default_generator().get_state();
-    std::vector<Tensor> stats;
-    for (const Tensor& b : buffers_) stats.push_back(b.clone());
+    // What the replay moves (the generator, batch norm's statistics) is put back after it, also
+    // when it throws: a run that explains its skips trains on.
+    struct Restore {
+      Generator::State after;
+      std::vector<Tensor>& buffers;
+      std::vector<Tensor> stats;
+      ~Restore() {
+        default_generator().set_state(after);
+        for (size_t i = 0; i < stats.size(); ++i) buffers[i].copy_(stats[i]);  // those cloned before a throw
+      }
+    } restore{default_generator().get_state(), buffers_, {}};
+    for (const Tensor& b : buffers_) restore.stats.push_back(b.clone());
     for (auto& [name, p] : parameters_) p.set_grad(Tensor());
     default_generator().set_state(rng_);
     NonFiniteLocator locator(parameters_, options_.prefix);
@@ -120,8 +129,6 @@ std::string SkipWatch::explain(double scale) {
       (replay_() * scale).backward();
     }
     located_ = locator.report();
-    default_generator().set_state(after);
-    for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(stats[i]);
   } else if (recorded) {
     located_ = armed_->report();
   }

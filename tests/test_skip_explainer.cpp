@@ -117,6 +117,20 @@ TEST_CASE("a replay changes nothing: the weights, the generator and the gradient
   CHECK(s.log.str().find("step skipped", 1) == std::string::npos);
 }
 
+TEST_CASE("a replay that throws leaves the generator as the step left it, and its error goes on") {
+  Setup s(1);
+  amp::SkipWatch watch = s.watch({});
+  watch.begin_step(s.x, [] {
+    for (int i = 0; i < 3; ++i) randn({1});  // the replay draws more than the step did, then fails
+    throw std::runtime_error("replay failed");
+    return Tensor();
+  });
+  randn({1});  // the step's own draw
+  const std::string after_step = default_generator().get_state().to_string();
+  CHECK_THROWS_WITH(watch.explain(1.0), "replay failed");
+  CHECK(default_generator().get_state().to_string() == after_step);
+}
+
 TEST_CASE("a NaN in the input batch is named as the input, and a bfloat16 step with no scaler stops at it") {
   Setup s(1);
   s.model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4));
