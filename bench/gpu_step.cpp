@@ -1,8 +1,11 @@
-// gpu_step.cpp — the speed of one training step on the GPU: an MLP of 4 Linear layers 4096 wide
-// (ReLU between), batch 2048, cross-entropy over 4096 classes, fused AdamW, in float32 (TF32
-// off), float16 autocast with the GradScaler, and bfloat16 autocast. Prints one line per
-// precision, "ampgrad <precision> <median ms/step>", as bench/torch_gpu_step.py does for
-// PyTorch; scripts/gpu-check.sh puts both in one table. Leaves out correctness (tests/test_cuda.cpp).
+// gpu_step.cpp — the speed of one training step on the GPU, fused AdamW, in float32 (TF32 off),
+// float16 autocast with the GradScaler, and bfloat16 autocast, for one of two models:
+//   --model mlp: 4 Linear layers 4096 wide (ReLU between), batch 2048, cross-entropy over 4096 classes;
+//   --model gpt: examples/gpt's transformer, 6 layers x 384 wide (6 heads), block 256, batch 64, 65
+//                tokens (a character vocabulary), on random tokens; attention is the fused causal op.
+// Prints one line per precision, "ampgrad <model> <precision> <median ms/step>", as
+// bench/torch_gpu_step.py does for PyTorch; scripts/gpu-check.sh puts both in one table. Leaves
+// out correctness (the CUDA test cases).
 //
 // Each step is timed on the device by CUDA events recorded between steps, so the timed region
 // holds no host sync (the steps' own code has none either): the host waits once before it and
@@ -12,15 +15,18 @@
 // host's time to queue the step, each kernel's device time in forward and backward (Profile(true)
 // waits for each), and the device time of the optimizer step with the GradScaler's.
 //
-//   build/bench/gpu_step [--steps 50] [--warmup 10] [--width 4096] [--batch 2048] [--layers 4] [--profile 0]
+//   build/bench/gpu_step [--model mlp|gpt] [--steps 50] [--warmup 10] [--profile 0]
+//                        [--width 4096] [--batch 2048] [--layers 4]   (mlp; gpt: 384, 64, 6)
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "amp/autocast.h"
+#include "gpt/model.h"
 #include "amp/grad_scaler.h"
 #include "autograd/ops.h"
 #include "nn/nn.h"
@@ -31,26 +37,60 @@
 using namespace ampgrad;
 
 struct Config {
-  int64_t width = 4096, batch = 2048, layers = 4;
+  std::string model = "mlp";
+  int64_t width = 0, batch = 0, layers = 0;  // 0: the model's default
+  int64_t block = 256, vocab = 65;           // gpt only
   int warmup = 10, steps = 50;
   bool profile = false;
 };
 
-static double median_ms_per_step(const std::string& precision, const Config& c, nn::Module& model) {
+// The model, in float32 on the GPU (master weights shared by the three precisions' runs), and
+// its loss on a fixed random batch.
+struct Bench {
+  std::shared_ptr<nn::Module> model;
+  std::function<Tensor()> loss;
+};
+
+static Bench make_bench(const Config& c) {
   const Device gpu = Device::cuda();
+  manual_seed(0);
+  Bench b;
+  if (c.model == "mlp") {
+    auto seq = std::make_shared<nn::Sequential>();
+    for (int64_t l = 0; l < c.layers; ++l) {
+      if (l > 0) seq->push_back(std::make_shared<nn::ReLU>());
+      seq->push_back(std::make_shared<nn::Linear>(c.width, c.width));
+    }
+    seq->to(gpu);
+    manual_seed(1);
+    Tensor x = randn({c.batch, c.width}, TensorOptions().device(gpu));             // (N, D)
+    Tensor y = randint(0, c.width, {c.batch}, TensorOptions(kInt64).device(gpu));  // (N)
+    b.loss = [m = seq.get(), x, y] { return cross_entropy(m->forward(x), y); };
+    b.model = seq;
+  } else {
+    auto g = std::make_shared<gpt::GPT>(
+        gpt::GPTConfig{.vocab_size = c.vocab, .block_size = c.block, .n_layer = c.layers, .n_head = 6, .n_embd = c.width});
+    g->to(gpu);
+    manual_seed(1);
+    const TensorOptions tokens = TensorOptions(kInt64).device(gpu);
+    Tensor idx = randint(0, c.vocab, {c.batch, c.block}, tokens), next = randint(0, c.vocab, {c.batch, c.block}, tokens);  // (B, T)
+    b.loss = [m = g.get(), idx, next, V = c.vocab] { return cross_entropy(m->forward(idx).reshape({-1, V}), next.reshape({-1})); };
+    b.model = g;
+  }
+  return b;
+}
+
+static double median_ms_per_step(const std::string& precision, const Config& c, const Bench& b) {
   const bool use_amp = precision != "fp32";
   const DType amp_dtype = precision == "bf16" ? kBFloat16 : kFloat16;
-  optim::AdamW opt(model.parameters(), {.lr = 1e-4});
+  optim::AdamW opt(b.model->parameters(), {.lr = 1e-4});
   amp::GradScaler scaler({.enabled = precision == "fp16"});  // bf16 has float32's range: no scaling
-  manual_seed(1);
-  Tensor x = randn({c.batch, c.width}, TensorOptions().device(gpu));                   // (N, D)
-  Tensor y = randint(0, c.width, {c.batch}, TensorOptions(kInt64).device(gpu));        // (N)
   auto forward_backward = [&] {
     opt.zero_grad();
     Tensor loss;
     {
       amp::autocast ac(DeviceType::CUDA, amp_dtype, use_amp);
-      loss = cross_entropy(model.forward(x), y);
+      loss = b.loss();
     }
     scaler.scale(loss).backward();
   };
@@ -108,7 +148,21 @@ int main(int argc, char** argv) {
   Config c;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    const long value = std::stol(argv[i + 1]);
+    if (flag == "--model") {
+      c.model = argv[i + 1];
+      if (c.model != "mlp" && c.model != "gpt") {
+        std::fprintf(stderr, "gpu_step: --model must be mlp or gpt, got '%s'\n", argv[i + 1]);
+        return 2;
+      }
+      continue;
+    }
+    char* end = nullptr;
+    const long value = std::strtol(argv[i + 1], &end, 10);
+    const long least = flag == "--profile" || flag == "--warmup" ? 0 : 1;
+    if (*end != '\0' || end == argv[i + 1] || value < least) {
+      std::fprintf(stderr, "gpu_step: %s must be an integer >= %ld, got '%s'\n", argv[i], least, argv[i + 1]);
+      return 2;
+    }
     if (flag == "--steps") c.steps = int(value);
     else if (flag == "--warmup") c.warmup = int(value);
     else if (flag == "--width") c.width = value;
@@ -124,17 +178,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpu_step: no CUDA device\n");
     return 1;
   }
+  const bool mlp = c.model == "mlp";
+  if (!c.width) c.width = mlp ? 4096 : 384;
+  if (!c.batch) c.batch = mlp ? 2048 : 64;
+  if (!c.layers) c.layers = mlp ? 4 : 6;
   cuda::set_matmul_allow_tf32(false);  // the default, stated: float32 means float32 here
-  manual_seed(0);
-  nn::Sequential model;  // float32 master weights, shared by the three runs
-  for (int64_t l = 0; l < c.layers; ++l) {
-    if (l > 0) model.push_back(std::make_shared<nn::ReLU>());
-    model.push_back(std::make_shared<nn::Linear>(c.width, c.width));
-  }
-  model.to(Device::cuda());
+  const Bench b = make_bench(c);
   for (const char* precision : {"fp32", "fp16", "bf16"}) {
-    const double ms = median_ms_per_step(precision, c, model);
-    std::printf("ampgrad %s %.3f\n", precision, ms);
+    const double ms = median_ms_per_step(precision, c, b);
+    std::printf("ampgrad %s %s %.3f\n", c.model.c_str(), precision, ms);
     std::fflush(stdout);
   }
   const MemoryStats s = cuda::memory_stats(0);

@@ -26,9 +26,9 @@ import torch.nn.functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, C, H):
+    def __init__(self, C, H, fused_attention=False):
         super().__init__()
-        self.H = H
+        self.H, self.fused_attention = H, fused_attention
         self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
         self.c_attn, self.attn_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
         self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
@@ -36,9 +36,12 @@ class Block(nn.Module):
     def attention(self, x):  # (B, T, C)
         B, T, C = x.shape
         q, k, v = (t.reshape(B, T, self.H, C // self.H).transpose(1, 2) for t in self.c_attn(x).split(C, dim=2))
+        if self.fused_attention:  # PyTorch at its best on a GPU (flash attention); needs PyTorch >= 2.0
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.attn_proj(y.transpose(1, 2).reshape(B, T, C))
         s = math.sqrt(1 / math.sqrt(C // self.H))
         scores = (q * s) @ (k * s).transpose(-2, -1)  # (B, H, T, T)
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         y = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
         return self.attn_proj(y.transpose(1, 2).reshape(B, T, C))
 
@@ -48,10 +51,10 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, V, block, layers, heads, C):
+    def __init__(self, V, block, layers, heads, C, fused_attention=False):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(block, C)
-        self.h = nn.Sequential(*[Block(C, heads) for _ in range(layers)])
+        self.h = nn.Sequential(*[Block(C, heads, fused_attention) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(C)
         self.lm_head = nn.Linear(C, V, bias=False)
         for name, p in self.named_parameters():  # GPT-2's initialisation, as examples/gpt/model.cpp
@@ -63,7 +66,7 @@ class GPT(nn.Module):
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * layers) if name.endswith("_proj.weight") else 0.02)
 
     def forward(self, idx):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         return self.lm_head(self.ln_f(self.h(x)))
 
 

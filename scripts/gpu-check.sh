@@ -3,8 +3,9 @@
 # 108 s on an H200 on 2026-12-04, the build 54 s of it):
 # configure and build for sm_90; the whole ctest suite (CPU and CUDA cases), and after failed
 # tests the first failing suite again under compute-sanitizer with the caching allocator off
-# (memcheck.log); the speed of one training step of a 4 x 4096 MLP at batch 2048 in each
-# precision, beside PyTorch's when torch is installed; MNIST on CUDA in float32, float16 +
+# (memcheck.log); the speed of one training step in each precision, of a 4 x 4096 MLP at batch
+# 2048 and of a 6 x 384 GPT at block 256 and batch 64 (bench/gpu_step.cpp), beside PyTorch's when
+# torch is installed (bench/torch_gpu_step.py); MNIST on CUDA in float32, float16 +
 # GradScaler and bfloat16; the memory example on CUDA (memory.txt); NCCL with one rank, its
 # collectives and mnist --ddp (nccl.log, where MPI is installed); the character GPT on CUDA
 # under fp16 + GradScaler (gpt.txt).
@@ -143,36 +144,38 @@ nccl() {  # the NCCL path with one rank: one GPU here, and multi-rank NCCL needs
   return "$rc"
 }
 
-bench_ampgrad() {
+bench_ampgrad() {  # bench_ampgrad MODEL: gpu_step's three precisions of MODEL (mlp or gpt)
   if [ ! -x "$build/bench/gpu_step" ]; then
     echo "bench/gpu_step was not built"
     return 1
   fi
-  timeout -k 10 "$(limit 180)" "$build/bench/gpu_step" | tee "$log/ampgrad.txt"
+  timeout -k 10 "$(limit 180)" "$build/bench/gpu_step" --model "$1" | tee -a "$log/ampgrad.txt"
   return "${PIPESTATUS[0]}"
 }
 
-bench_torch() {
+bench_torch() {  # bench_torch MODEL: the PyTorch twin (F.scaled_dot_product_attention, fused AdamW)
   if ! python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     echo "PyTorch with CUDA is not installed: ampgrad alone"
     return 77
   fi
-  timeout -k 10 "$(limit 240)" python3 bench/torch_gpu_step.py | tee "$log/torch.txt"
+  timeout -k 10 "$(limit 240)" python3 bench/torch_gpu_step.py --model "$1" | tee -a "$log/torch.txt"
   return "${PIPESTATUS[0]}"
 }
 
-# The step table from whatever lines the two benchmarks printed ("-" where one is missing).
+# The step table from whatever lines the two benchmarks printed ("<library> <model> <precision>
+# <ms>"; "-" where one is missing): per model and precision, both medians and their ratio.
 step_table() {
   awk '
-    { ms[$1 " " $2] = $3 }
+    { ms[$1 " " $2 " " $3] = $4 }
     END {
-      printf "%-10s %14s %14s %14s %16s\n", "precision", "ampgrad ms", "torch ms", "ampgrad/torch", "speedup vs fp32"
-      split("fp32 fp16 bf16", p, " ")
-      for (i = 1; i <= 3; ++i) {
-        a = ms["ampgrad " p[i]]; t = ms["torch " p[i]]; a32 = ms["ampgrad fp32"]
-        printf "%-10s %14s %14s %14s %16s\n", p[i], (a != "" ? a : "-"), (t != "" ? t : "-"),
-               (a != "" && t != "" ? sprintf("%.2f", a / t) : "-"), (a != "" && a32 != "" ? sprintf("%.2f", a32 / a) : "-")
-      }
+      printf "%-5s %-10s %12s %12s %14s %16s\n", "model", "precision", "ampgrad ms", "torch ms", "ampgrad/torch", "speedup vs fp32"
+      split("mlp gpt", m, " "); split("fp32 fp16 bf16", p, " ")
+      for (j = 1; j <= 2; ++j)
+        for (i = 1; i <= 3; ++i) {
+          a = ms["ampgrad " m[j] " " p[i]]; t = ms["torch " m[j] " " p[i]]; a32 = ms["ampgrad " m[j] " fp32"]
+          printf "%-5s %-10s %12s %12s %14s %16s\n", m[j], p[i], (a != "" ? a : "-"), (t != "" ? t : "-"),
+                 (a != "" && t != "" ? sprintf("%.2f", a / t) : "-"), (a != "" && a32 != "" ? sprintf("%.2f", a32 / a) : "-")
+        }
     }' "$log/ampgrad.txt" "$log/torch.txt" | tee "$log/table.txt"
 }
 
@@ -203,9 +206,11 @@ built=$((${#failed[@]} == 0))
 if ((built)); then
   timed "ctest (CPU + CUDA)" run_ctest
   if grep -q "tests FAILED:" "$log/ctest.log"; then timed "memcheck of a failing suite" memcheck; fi
-  timed "benchmark ampgrad (MLP step)" bench_ampgrad
+  timed "benchmark ampgrad (MLP step)" bench_ampgrad mlp
+  timed "benchmark ampgrad (GPT step)" bench_ampgrad gpt
 fi
-timed "benchmark PyTorch (MLP step)" bench_torch
+timed "benchmark PyTorch (MLP step)" bench_torch mlp
+timed "benchmark PyTorch (GPT step)" bench_torch gpt
 if ((built)); then
   timed "mnist cuda fp32" mnist off
   timed "mnist cuda fp16 + scaler" mnist fp16
@@ -217,7 +222,7 @@ if ((built)); then
 fi
 
 echo
-echo "=== MLP step, ms (median)"
+echo "=== training step, ms (median)"
 step_table
 echo
 echo "=== stages"
