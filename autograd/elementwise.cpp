@@ -1,5 +1,5 @@
 // elementwise.cpp — arithmetic, activations, where and comparisons, each as
-//   1. autocast (policy row)  2. kernel  3. record the backward, written right below.
+//   1. cast_inputs (policy row)  2. kernel  3. record the backward, written right below.
 // Mixed dtypes promote (PyTorch's rule) through differentiable casts before the kernel, so
 // each gradient comes back in its input's dtype; broadcast gradients are summed back to the
 // input's shape by the engine.

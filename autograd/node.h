@@ -84,8 +84,8 @@ class Saved {
 };
 
 // Tag for record(): the backward calls kernels directly, so a create_graph backward cannot
-// record it; a second backward through its gradients raises (create_graph.cpp). float8's scaled
-// GEMM uses it; it is for an op that has no better answer (docs/double-backward.md).
+// record it; a second backward through its gradients raises (create_graph.cpp). The scaled 8-bit
+// GEMM's backward uses it; it is for an op that has no better answer (docs/double-backward.md).
 struct OnceDifferentiable {};
 inline constexpr OnceDifferentiable once_differentiable{};
 
