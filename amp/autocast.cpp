@@ -1,5 +1,5 @@
 // autocast.cpp — the state behind autocast: per-thread, per-device-type flags, the cast cache
-// and the trace's records. Nothing here casts a tensor; autograd/autocast.cpp does, reading this.
+// and the trace's records. Nothing here casts a tensor; autograd/cast.cpp does, reading this.
 // The trace's printing is amp/autocast_trace.cpp's.
 #include "amp/autocast.h"
 

@@ -1,6 +1,6 @@
 // autocast.h — thread-local autocast state, the RAII guard, the weight-cast cache and the
 // trace. This half of amp/ sits below autograd (every op consults it); the GradScaler half
-// (grad_scaler.h) sits beside the optimizer. Casting itself is autograd's: autograd/autocast.cpp.
+// (grad_scaler.h) sits beside the optimizer. Casting itself is autograd's: autograd/cast.cpp.
 //
 //   {
 //     amp::autocast ac(DeviceType::CPU, kFloat16);   // CPU default would be bfloat16

@@ -1,6 +1,6 @@
 // policy.h — THE autocast policy table: every op of the library and, per device type, which
 // precision it runs in under autocast. It is data, written in tensor/ops.def (one line per op,
-// grouped as PyTorch's aten/src/ATen/autocast_mode.cpp groups its lists): autograd/autocast.cpp
+// grouped as PyTorch's aten/src/ATen/autocast_mode.cpp groups its lists): autograd/cast.cpp
 // reads it at the start of every op call and casts accordingly; print_policy_table() shows it.
 //
 //   lower_precision  cast floating inputs to the autocast dtype (f16/bf16): GEMM-shaped ops,

@@ -1,5 +1,5 @@
 // elementwise.cpp — arithmetic, activations, where and comparisons, each as
-//   1. autocast (policy row)  2. kernel  3. record the backward, written right below.
+//   1. cast_inputs (policy row)  2. kernel  3. record the backward, written right below.
 // Mixed dtypes promote (PyTorch's rule) through differentiable casts before the kernel, so
 // each gradient comes back in its input's dtype; broadcast gradients are summed back to the
 // input's shape by the engine.
@@ -35,7 +35,7 @@ Tensor scalar_like(Scalar s, const Tensor& like) {
 // ---- binary arithmetic: d(a+b) = (g, g); d(a-b) = (g, -g); d(ab) = (g b, g a); d(a/b) = (g/b, -g a/b²)
 
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = autocast(Op::add, a_in, b_in);
+  auto [a0, b0] = cast_inputs(Op::add, a_in, b_in);
   auto [a, b] = promote(a0, b0);
   Tensor out = kernels::binary(Binary::add, a, b);
   record("add", out, {a, b}, [](const Tensor& g, const Needs&) { return grads(g, g); });
@@ -43,7 +43,7 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor sub(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = autocast(Op::sub, a_in, b_in);
+  auto [a0, b0] = cast_inputs(Op::sub, a_in, b_in);
   auto [a, b] = promote(a0, b0);
   Tensor out = kernels::binary(Binary::sub, a, b);
   record("sub", out, {a, b}, [](const Tensor& g, const Needs& need) { return grads(g, need[1] ? -g : Tensor()); });
@@ -51,7 +51,7 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor mul(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = autocast(Op::mul, a_in, b_in);
+  auto [a0, b0] = cast_inputs(Op::mul, a_in, b_in);
   auto [a, b] = promote(a0, b0);
   Tensor out = kernels::binary(Binary::mul, a, b);
   record("mul", out, {a, b}, [a = save_if(b.requires_grad(), a), b = save_if(a.requires_grad(), b)](const Tensor& g, const Needs& need) {
@@ -61,7 +61,7 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor div(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = autocast(Op::div, a_in, b_in);
+  auto [a0, b0] = cast_inputs(Op::div, a_in, b_in);
   auto [a, b] = promote(a0, b0);
   if (!a.is_floating_point()) { a = autograd::cast(a, kFloat32); b = autograd::cast(b, kFloat32); }  // true division
   Tensor out = kernels::binary(Binary::div, a, b);
@@ -82,7 +82,7 @@ static Tensor as_float(const Tensor& x) { return x.is_floating_point() ? x : aut
 
 template <class Backward>
 static Tensor unary_op(Op op, Unary k, const Tensor& x_in, Save what, Backward backward) {
-  auto [x] = autocast(op, x_in);
+  auto [x] = cast_inputs(op, x_in);
   Tensor out = kernels::unary(k, x);
   record(kernels::unary_name(k), out, {x}, [saved = Saved(what == Save::input ? x : what == Save::output ? out : Tensor()), backward](const Tensor& g, const Needs&) {
     return grads(backward(g, saved));
@@ -143,7 +143,7 @@ Tensor gelu(const Tensor& x) { return unary_op(Op::gelu, Unary::gelu, x, Save::i
 // silu(x) = x·σ(x), PyTorch's nn.functional.silu: a composite of two kernels, no kernel of its
 // own. Its derivative, d/dx x·σ(x) = σ(x)(1 + x(1 − σ(x))), is written here, so backward keeps x alone.
 Tensor silu(const Tensor& x_in) {
-  auto [x] = autocast(Op::silu, as_float(x_in));
+  auto [x] = cast_inputs(Op::silu, as_float(x_in));
   Tensor out = kernel(Binary::mul, x, kernel(Unary::sigmoid, x));
   record("silu", out, {x}, [x = Saved(x)](const Tensor& g, const Needs&) {
     Tensor s = sigmoid(x);
@@ -153,7 +153,7 @@ Tensor silu(const Tensor& x_in) {
 }
 
 Tensor pow(const Tensor& x_in, double p) {  // d/dx x^p = p x^(p-1)
-  auto [x] = autocast(Op::pow, x_in);
+  auto [x] = cast_inputs(Op::pow, x_in);
   Tensor out = kernels::pow_scalar(x, p);
   record("pow", out, {x}, [x = Saved(x), p](const Tensor& g, const Needs&) {
     if (p == 0) return grads(zeros_like(g));  // x^0 = 1 everywhere, 0^-1 must not make a NaN
@@ -163,7 +163,7 @@ Tensor pow(const Tensor& x_in, double p) {  // d/dx x^p = p x^(p-1)
 }
 
 Tensor clamp(const Tensor& x_in, std::optional<Scalar> min, std::optional<Scalar> max) {
-  auto [x0] = autocast(Op::clamp, x_in);
+  auto [x0] = cast_inputs(Op::clamp, x_in);
   // a bound written as a float makes an integer x float32 (PyTorch's result_type): clamp(i, 2.0)
   auto is_float = [](const std::optional<Scalar>& b) { return b && !b->integral; };
   Tensor x = x0.is_floating_point() || !(is_float(min) || is_float(max)) ? x0 : as_float(x0);
@@ -179,7 +179,7 @@ Tensor clamp(const Tensor& x_in, std::optional<Scalar> min, std::optional<Scalar
 }
 
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = autocast(Op::where, a_in, b_in);
+  auto [a0, b0] = cast_inputs(Op::where, a_in, b_in);
   auto [a, b] = promote(a0, b0);
   Tensor out = kernels::where(cond, a, b);
   record("where", out, {a, b}, [cond = Saved(cond)](const Tensor& g, const Needs& need) {
@@ -191,7 +191,7 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
 
 // ---- comparisons: bool results, no gradient
 static Tensor compare(Op op, Binary k, const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = autocast(op, a_in, b_in);
+  auto [a0, b0] = cast_inputs(op, a_in, b_in);
   auto [a, b] = promote(a0, b0);
   return kernels::binary(k, a, b);
 }

@@ -1,14 +1,18 @@
 // engine.cpp — reverse-mode autodiff: from one or more roots, count the gradients each node will
-// receive, then run each node once all have arrived, passing the gradients it returns on to its
-// inputs' nodes, into the leaves' .grad, or to stop points. Iterative throughout (no recursion),
-// so graph depth is bounded only by memory. What a pass adds to that lives beside it
-// (engine_parts.h): create_graph's recording, grad()'s pruning, the leaves' accumulation.
+// receive, then run each node once all have arrived (node.cpp's call_backward), passing the
+// gradients it returns on to its inputs' nodes, into the leaves' .grad, or to stop points.
+// Iterative throughout (no recursion), so graph depth is bounded only by memory. Layered on, each
+// entered at one point: create_graph's recording (recorded_backward, create_graph.cpp) and
+// grad()'s pruning (Catches::wants, grad.cpp).
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "amp/autocast.h"
-#include "autograd/autocast.h"
-#include "autograd/engine_parts.h"
+#include "autograd/cast.h"
+#include "autograd/node.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 #include "tensor/observer.h"
 
 namespace ampgrad::autograd {
@@ -37,26 +41,43 @@ Tensor root_gradient(const char* op, const Tensor& out, const Tensor& gradient, 
   return create_graph ? cast(gradient, out.dtype()) : cast(gradient.detach(), out.dtype());
 }
 
-static void sum_into(Tensor& slot, const Tensor& g) {
-  MadeBy named("gradient sum");  // where two paths' gradients meet (a residual connection)
+static void sum_into(Tensor& slot, const Tensor& g) {  // where two paths' gradients meet (a residual connection)
   if (g.defined()) slot = slot.defined() ? slot + g : g;
 }
 
-// The gradients n sends its inputs, given the one it received (undefined: none came, none go);
-// its saved tensors are freed after unless the graph is retained.
-static Grads run_node(Node& n, const Tensor& g, const Wanted& wanted, bool retain_graph, bool create_graph) {
+// The first gradient a leaf receives becomes its .grad. A fresh result that nothing else can
+// see (its handle is the last one, its storage backs no other tensor: a GEMM's or a reduction's
+// output, the usual case for a weight) is adopted as it is; anything else (add's backward hands
+// the same g to both inputs; the user may hold the gradient passed to backward) is copied, so a
+// .grad aliases no other tensor. Later gradients are added into it in place, as PyTorch's
+// AccumulateGrad does: a handle to .grad sees the sum, and accumulating allocates nothing. (A
+// .grad the user set with set_grad may be any view, even one g overlaps: that one is replaced
+// by the sum instead, and so is a .grad under create_graph: a sum made in place would not be
+// recorded.)
+static void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
+  AMPGRAD_CHECK(g.dtype() == leaf.dtype, "backward: gradient dtype " << dtype_name(g.dtype()) << " does not match the leaf's " << dtype_name(leaf.dtype));
+  Span span("AccumulateGrad", SpanKind::node);  // PyTorch's name for this step, to listeners
+  const Tensor grad(leaf.grad);
+  if (grad.defined() && !is_grad_enabled() && grad.is_contiguous() && !grad.shares_storage(g)) kernels::axpy_(grad, g, 1.0);
+  else if (grad.defined()) leaf.grad = (grad + g).impl_ptr();
+  else if (g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().is_view && g.is_contiguous())
+    leaf.grad = g.impl_ptr();
+  else leaf.grad = g.clone().impl_ptr();
+}
+
+// The gradients n sends its inputs, given the one it received, each reduced to its input's
+// shape (undefined: none came, or that input wants none); its saved tensors are freed after
+// unless the graph is retained.
+static Grads run_node(Node& n, const Tensor& g, const Needs& needs, bool retain_graph, bool create_graph) {
   if (!g.defined()) return {};
   AMPGRAD_CHECK(n.backward, "backward: trying to backward through the graph a second time (through '"
                                 << n.name << "'); its saved values were freed after the first backward. "
                                 << "Pass retain_graph=true to the first backward if you need to call it twice");
-  Needs needs(n.edges.size());
-  for (size_t i = 0; i < needs.size(); ++i) needs[i] = wanted(n.edges[i]);
-  Grads gs;
-  {
-    Span span(n.name, SpanKind::node);  // to a timeline: this node's run
-    gs = call_backward(n, g, needs, create_graph);
-  }
+  Span span(n.name, SpanKind::node);  // the one announcement per node: timelines, and what names its memory
+  Grads gs = create_graph ? recorded_backward(n, g, needs) : call_backward(n, g, needs);
   if (!retain_graph && !n.reusable) n.backward = nullptr;  // frees the saved tensors now
+  for (size_t i = 0; i < gs.size() && i < n.edges.size(); ++i)
+    if (gs[i].defined() && n.edges[i]) gs[i] = sum_to(gs[i], n.input_shapes[i]);
   return gs;
 }
 
@@ -83,10 +104,10 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
   }
 
   // 2. Run each node once all its gradients are in, and send on what it returns: to a stop
-  //    point, into a leaf's .grad, or summed for the node that made the input.
-  const Wanted wanted(catches, root);
-  LeafGradients leaves(catches.accumulate_leaves);
+  //    point, into a leaf's .grad (announced once its last one is in), or summed for the node
+  //    that made the input.
   std::unordered_map<Node*, Tensor> received;
+  std::unordered_set<const TensorImpl*> unannounced;  // leaves given a gradient, until their last one
   std::vector<Node*> ready{&root};
   while (!ready.empty()) {
     Node* n = ready.back();
@@ -94,21 +115,22 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
     Tensor g = std::move(received[n]);  // undefined when no consumer sent anything
     received.erase(n);
     if (catches.observes(n)) (*catches.observe)[n] = g;
-    if (!wanted.runs(n)) continue;  // nothing below is wanted, nor waits for it
-    Grads gs = n == &root ? root_grads : run_node(*n, g, wanted, retain_graph, create_graph);
+    Needs needs(n->edges.size());
+    for (size_t i = 0; i < needs.size(); ++i) needs[i] = catches.wants(n->edges[i]);
+    if (std::none_of(needs.begin(), needs.end(), [](bool b) { return b; })) continue;  // nothing below is wanted, nor waits for it
+    Grads gs = n == &root ? root_grads : run_node(*n, g, needs, retain_graph, create_graph);
     for (size_t i = 0; i < n->edges.size(); ++i) {
       const Edge& e = n->edges[i];
       if (!e) continue;
-      Tensor gi;
-      if (i < gs.size() && gs[i].defined()) {
-        MadeBy named(n->name, " backward");  // reduced to its input's shape, still the node's gradient
-        gi = sum_to(gs[i], n->input_shapes[i]);
-      }
+      Tensor gi = i < gs.size() ? std::move(gs[i]) : Tensor();  // ours the only handle, so a fresh gradient can be adopted
       if (const void* key = key_of(e); catches.stops(key)) {
         sum_into((*catches.stop_at)[key], gi);
       } else if (e.leaf) {
-        if (i < gs.size()) gs[i] = Tensor();  // drop our other handle, so a fresh gradient can be adopted
-        leaves.add(e.leaf, std::move(gi), --pending[key] == 0);
+        if (gi.defined() && catches.accumulates()) {
+          accumulate_into_leaf(*e.leaf, std::move(gi));
+          if (observed()) unannounced.insert(e.leaf.get());
+        }
+        if (--pending[key] == 0 && unannounced.erase(e.leaf.get())) announce([&](Observer& o) { o.on_grad_accumulated(Tensor(e.leaf)); });
       } else {
         sum_into(received[e.fn.get()], gi);
         if (--pending[key] == 0) ready.push_back(e.fn.get());

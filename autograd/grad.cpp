@@ -1,13 +1,39 @@
 // grad.cpp — autograd::grad: the engine run with its inputs' gradients taken on the way and no
-// leaf accumulation, only the part of the graph that leads to them running; and
+// leaf accumulation, only the part of the graph that leads to them running (the pruning); and
 // composite_backward, a fused backward's recordable twin, which runs the engine the same way.
 #include "autograd/grad.h"
 
 #include <algorithm>
+#include <unordered_set>
 
-#include "autograd/engine_parts.h"
+#include "autograd/node.h"
 
 namespace ampgrad::autograd {
+
+// Runs the engine with its gradients caught and no leaf accumulating, only the nodes that lead to
+// a stop or observe point running: the rest neither run nor free their saved tensors (PyTorch's
+// exec_info). Children come before parents in this depth-first post-order, the graph being
+// acyclic, so a node's edges are decided before the node is.
+static void run_pruned(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph, Catches catches,
+                       bool create_graph) {
+  std::unordered_set<Node*> leading, seen;
+  catches.leading = &leading;
+  std::vector<std::pair<Node*, bool>> dfs;  // (node, its children done)
+  for (const Tensor& r : roots)
+    if (r.grad_fn() && !catches.stops(r.grad_fn().get())) dfs.push_back({r.grad_fn().get(), false});
+  while (!dfs.empty()) {
+    auto [n, children_done] = dfs.back();
+    dfs.pop_back();
+    if (children_done) {
+      if (std::any_of(n->edges.begin(), n->edges.end(), [&](const Edge& e) { return catches.wants(e); })) leading.insert(n);
+    } else if (seen.insert(n).second) {
+      dfs.push_back({n, true});
+      for (Edge& e : n->edges)
+        if (e.fn && !catches.stops(e.fn.get()) && !seen.count(e.fn.get())) dfs.push_back({e.fn.get(), false});
+    }
+  }
+  run_backward(roots, root_grads, retain_graph, catches, create_graph);
+}
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, const std::vector<Tensor>& grad_outputs,
                          std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
@@ -29,8 +55,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     targets.push_back(leaf ? (const void*)inputs[i].impl_ptr().get() : (const void*)inputs[i].grad_fn().get());
     (leaf ? at_leaves : at_nodes)[targets.back()] = Tensor();
   }
-  run_backward(outputs, root_grads, retain_graph.value_or(create_graph), {.stop_at = &at_leaves, .observe = &at_nodes, .accumulate_leaves = false},
-               create_graph);
+  run_pruned(outputs, root_grads, retain_graph.value_or(create_graph), {.stop_at = &at_leaves, .observe = &at_nodes}, create_graph);
   std::vector<Tensor> gradients;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& g = at_leaves.count(targets[i]) ? at_leaves[targets[i]] : at_nodes[targets[i]];
@@ -39,30 +64,6 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     gradients.push_back(g);
   }
   return gradients;
-}
-
-// Children come before parents in this depth-first post-order, the graph being acyclic, so a
-// node's edges are decided before the node is.
-Wanted::Wanted(const Catches& catches, Node& root) : catches_(catches) {
-  if (catches.accumulate_leaves) return;
-  std::unordered_set<Node*> seen;
-  std::vector<std::pair<Node*, bool>> dfs{{&root, false}};  // (node, its children done)
-  while (!dfs.empty()) {
-    auto [n, children_done] = dfs.back();
-    dfs.pop_back();
-    if (children_done) {
-      if (std::any_of(n->edges.begin(), n->edges.end(), [this](const Edge& e) { return (*this)(e); })) runs_.insert(n);
-    } else if (seen.insert(n).second) {
-      dfs.push_back({n, true});
-      for (Edge& e : n->edges)
-        if (e.fn && !catches.stops(e.fn.get()) && !seen.count(e.fn.get())) dfs.push_back({e.fn.get(), false});
-    }
-  }
-}
-
-bool Wanted::operator()(const Edge& e) const {
-  if (!e || catches_.accumulate_leaves) return bool(e);
-  return catches_.stops(key_of(e)) || (e.fn && (catches_.observes(e.fn.get()) || runs_.count(e.fn.get())));
 }
 
 // Each wanted input enters the composite through a view of its own, whose node is a stop: its
@@ -78,7 +79,7 @@ Grads composite_backward(const CompositeFn& forward, const std::vector<Tensor>& 
   }
   Grads out(inputs.size());
   if (at_views.empty()) return out;
-  run_backward({forward(operands)}, {g}, /*retain_graph=*/true, {.stop_at = &at_views, .accumulate_leaves = false}, /*create_graph=*/true);
+  run_pruned({forward(operands)}, {g}, /*retain_graph=*/true, {.stop_at = &at_views}, /*create_graph=*/true);
   for (size_t i = 0; i < inputs.size(); ++i)
     if (operands[i].defined() && operands[i].grad_fn() && at_views.count(operands[i].grad_fn().get())) out[i] = at_views[operands[i].grad_fn().get()];
   return out;

@@ -14,7 +14,7 @@ namespace ampgrad {
 // ---- softmax / log_softmax along `dim` (moved last for the kernel and back)
 
 static Tensor softmax_impl(Op op, const Tensor& x_in, int64_t dim, bool log) {
-  auto [x] = autocast(op, x_in);
+  auto [x] = cast_inputs(op, x_in);
   const char* name = log ? "log_softmax" : "softmax";
   const int64_t n = std::max<int64_t>(x.dim(), 1);  // a 0-d x takes dim 0 or -1, as in PyTorch
   AMPGRAD_CHECK(dim >= -n && dim < n, name << ": dim " << dim << " out of range for shape " << shape_str(x.shape()));
@@ -118,7 +118,7 @@ static Tensor one_hot(const Tensor& target, const Tensor& like) {
 //   d loss_n / d logits[n, c] = p_c·((1−ε)·w_n + ε/C·k_n·Σu) − (1−ε)·w_n·[c = t_n] − ε/C·k_n·u_c
 // (without weights or ignored targets: p − ((1−ε)·onehot + ε/C), the familiar softmax − target).
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& o) {
-  auto [logits] = autocast(Op::cross_entropy, logits_in);
+  auto [logits] = cast_inputs(Op::cross_entropy, logits_in);
   amp::suspend fused;  // the steps below are this op's own, not op calls to cast or trace
   const double eps = o.label_smoothing;
   AMPGRAD_CHECK(eps >= 0 && eps <= 1, "cross_entropy: label_smoothing must be in [0, 1], got " << eps);
@@ -156,7 +156,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
 
 // loss_n = −w_n · log_probs[n, t_n]; its gradient −w_n at (n, t_n), 0 elsewhere
 Tensor nll_loss(const Tensor& logp_in, const Tensor& target, const NLLLossOptions& o) {
-  auto [logp] = autocast(Op::nll_loss, logp_in);
+  auto [logp] = cast_inputs(Op::nll_loss, logp_in);
   amp::suspend fused;  // as in cross_entropy
   const Targets t = class_targets("nll_loss", logp, target, o.weight, o.ignore_index);
   Tensor loss = reduce_losses(weighted_nll(logp, t), t, o.reduction, logp.dtype());
@@ -168,7 +168,7 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target, const NLLLossOption
 }
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
-  auto [input, target] = autocast(Op::mse_loss, input_in, target_in);
+  auto [input, target] = cast_inputs(Op::mse_loss, input_in, target_in);
   AMPGRAD_CHECK(input.shape() == target.shape(), "mse_loss: input " << shape_str(input.shape()) << " and target " << shape_str(target.shape()) << " differ in shape");
   Tensor squares = pow(input - target, 2);
   if (reduction == Reduction::None) return squares;
@@ -229,7 +229,7 @@ using U = kernels::Unary;
 // −w · (t log p + (1 − t) log(1 − p)), each log clamped at −100 as PyTorch's, so p = 0 or 1 gives
 // a loss of 100, not inf. Under CUDA autocast it is refused (amp::why_banned): use the next one.
 Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, const BCEOptions& o) {
-  auto [p, t, w] = autocast(Op::binary_cross_entropy, input_in, target_in, o.weight);
+  auto [p, t, w] = cast_inputs(Op::binary_cross_entropy, input_in, target_in, o.weight);
   check_binary_loss("binary_cross_entropy", p, t, {{&w, "weight"}});
   if (p.device().is_cpu() && p.numel() > 0) {  // on a GPU this read would cost a sync per step; there a log of a negative gives NaN
     const double lo = min(p.detach()).item<double>(), hi = max(p.detach()).item<double>();
@@ -256,7 +256,7 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, con
 // written as log1p(e^(−|x|)) + max(−x, 0) so no exponential overflows. pos_weight > 1 weighs the
 // positive (t = 1) part of each element's loss up, as PyTorch's does.
 Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& target_in, const BCEWithLogitsOptions& o) {
-  auto [x, t, w, pw] = autocast(Op::binary_cross_entropy_with_logits, input_in, target_in, o.weight, o.pos_weight);
+  auto [x, t, w, pw] = cast_inputs(Op::binary_cross_entropy_with_logits, input_in, target_in, o.weight, o.pos_weight);
   check_binary_loss("binary_cross_entropy_with_logits", x, t, {{&w, "weight"}, {&pw, "pos_weight"}});
   // ops, so the backward's use is differentiable again; the forward's is unrecorded (below)
   auto softplus_neg = [](const Tensor& xm) { return log1p(exp(-abs(xm))) + relu(-xm); };
@@ -312,7 +312,7 @@ static Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, in
 //   cols (N·Ho·Wo, Cin·kh·kw) = im2col(x);  out2 (N·Ho·Wo, Cout) = cols · W2ᵀ + b
 //   backward: dW2 = G2ᵀ cols;  dcols = G2 W2 -> col2im -> dx;  db = Σ G2
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_t stride, int64_t pad) {
-  auto [x, w, b] = autocast(Op::conv2d, x_in, w_in, b_in);
+  auto [x, w, b] = cast_inputs(Op::conv2d, x_in, w_in, b_in);
   AMPGRAD_CHECK(x.dim() == 4 && w.dim() == 4 && x.size(1) == w.size(1),
                 "conv2d: input of shape " << shape_str(x.shape()) << " does not match weight of shape " << shape_str(w.shape()) << " (expected (N, Cin, H, W) and (Cout, Cin, kh, kw))");
   AMPGRAD_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == w.dtype()), "conv2d: input and weight dtypes differ (" << dtype_name(x.dtype()) << ", " << dtype_name(w.dtype()) << ")");
@@ -342,7 +342,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
 
 // x (N, C, H, W) -> (N, C, Ho, Wo); the gradient goes to the max of each window
 Tensor max_pool2d(const Tensor& x_in, int64_t k, std::optional<int64_t> stride) {
-  auto [x] = autocast(Op::max_pool2d, x_in);
+  auto [x] = cast_inputs(Op::max_pool2d, x_in);
   AMPGRAD_CHECK(k >= 1 && stride.value_or(k) >= 1, "max_pool2d: kernel_size and stride must be >= 1, got " << k << " and " << stride.value_or(k));
   auto [out, idx] = kernels::max_pool2d(x, k, stride.value_or(k));
   record("max_pool2d", out, {x}, [idx = idx, x_shape = x.shape()](const Tensor& g, const Needs&) {
@@ -356,7 +356,7 @@ Tensor max_pool2d(const Tensor& x_in, int64_t k, std::optional<int64_t> stride) 
 // Zeroes each element with probability p and scales survivors by 1/(1−p) (train mode only).
 // Backward keeps the bool mask, a byte an element as in PyTorch, and scales it again there.
 Tensor dropout(const Tensor& x_in, double p, bool training, Generator* gen) {
-  auto [x] = autocast(Op::dropout, x_in);
+  auto [x] = cast_inputs(Op::dropout, x_in);
   AMPGRAD_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got " << p);
   if (!training || p == 0) return x;
   if (p == 1) return x * 0.0;
@@ -375,7 +375,7 @@ Tensor dropout(const Tensor& x_in, double p, bool training, Generator* gen) {
 // row's gradient back into the row it came from (a token seen twice gets both).
 //   indices int64 (...), weight (V, D) -> (..., D)
 Tensor embedding(const Tensor& indices, const Tensor& w_in) {
-  auto [w] = autocast(Op::embedding, w_in);
+  auto [w] = cast_inputs(Op::embedding, w_in);
   AMPGRAD_CHECK(w.dim() == 2, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got " << shape_str(w.shape()));
   AMPGRAD_CHECK(indices.dtype() == kInt64, "embedding: indices must be int64, got " << dtype_name(indices.dtype()));
   AMPGRAD_CHECK(indices.device() == w.device(), "embedding: indices on " << indices.device().str() << ", weight on " << w.device().str());

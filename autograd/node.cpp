@@ -1,7 +1,9 @@
-// node.cpp — how an op records its node (record, attach, edge_to) and how a long chain of nodes
-// is freed without recursion. Running the graph is engine.cpp's.
+// node.cpp — how an op records its node (record, attach, edge_to), how one node's backward runs
+// (call_backward) and reads what it saved (Saved::get, with its version check), and how a long
+// chain of nodes is freed without recursion. Walking the graph is engine.cpp's.
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "autograd/node.h"
 #include "tensor/observer.h"
@@ -64,6 +66,25 @@ void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, Ba
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward, OnceDifferentiable) {
   record(name, out, inputs, std::move(backward));
   if (out.grad_fn()) out.grad_fn()->once_differentiable = true;
+}
+
+static thread_local const char* running_backward = "";  // the node whose backward runs now, for errors
+
+Tensor Saved::get() const {
+  AMPGRAD_CHECK(!tensor_.defined() || tensor_.version() == version_,
+                "backward of '" << running_backward << "': one of the variables needed for gradient computation has been modified "
+                "by an inplace operation: [" << dtype_name(tensor_.dtype()) << " " << shape_str(tensor_.shape()) << "] is at version "
+                << tensor_.version() << "; expected version " << version_ << " instead (an optimizer step or copy_ between "
+                "forward and backward?)");
+  return tensor_.defined() && recording_backward() ? linked() : tensor_;  // create_graph: linked to the graph (create_graph.cpp)
+}
+
+Grads call_backward(Node& n, const Tensor& g, const Needs& needs) {
+  struct Running {  // n named in Saved's errors, the outer node restored after, for engines nest
+    const char* outer;
+    ~Running() { running_backward = outer; }
+  } running{std::exchange(running_backward, n.name)};
+  return n.backward(g, needs);
 }
 
 }  // namespace ampgrad::autograd

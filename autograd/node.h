@@ -24,6 +24,7 @@
 #include <initializer_list>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -73,6 +74,7 @@ class Saved {
   Tensor get() const;
 
  private:
+  Tensor linked() const;  // under create_graph: the value joined to its graph (create_graph.cpp)
   Tensor tensor_;
   uint64_t version_;
   Edge source_;                          // where t's own gradient went when it was saved
@@ -82,8 +84,8 @@ class Saved {
 };
 
 // Tag for record(): the backward calls kernels directly, so a create_graph backward cannot
-// record it; a second backward through its gradients raises (double_backward.cpp). The library's own
-// backwards need it nowhere; it is for a new op that has no better answer (docs/double-backward.md).
+// record it; a second backward through its gradients raises (create_graph.cpp). The scaled 8-bit
+// GEMM's backward uses it; it is for an op that has no better answer (docs/double-backward.md).
 struct OnceDifferentiable {};
 inline constexpr OnceDifferentiable once_differentiable{};
 
@@ -91,7 +93,7 @@ inline constexpr OnceDifferentiable once_differentiable{};
 // kernels (layer_norm's, batch_norm's closed form) then returns composite_backward instead: the
 // gradients of `forward`, the op written in the library's own ops, taken with create_graph from
 // the inputs (Saved, so linked) and g. The fused path stays the fast one; this one is exact to
-// any order. (double_backward.cpp; composite_backward: grad.cpp)
+// any order. (create_graph.cpp; composite_backward: grad.cpp)
 bool recording_backward();
 using CompositeFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 Grads composite_backward(const CompositeFn& forward, const std::vector<Tensor>& inputs, const Tensor& g, const Needs& needs);
@@ -99,6 +101,11 @@ Grads composite_backward(const CompositeFn& forward, const std::vector<Tensor>& 
 // If grad mode is on and any input requires grad, attaches a Node to `out`.
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward);
 void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn backward, OnceDifferentiable);
+
+// Runs n's backward on g: the plain pass's step (node.cpp); create_graph's adds recording it
+// (recorded_backward, create_graph.cpp).
+Grads call_backward(Node& n, const Tensor& g, const Needs& needs);
+Grads recorded_backward(Node& n, const Tensor& g, const Needs& needs);
 
 // record's two halves, for a node whose edges are not one per input tensor (checkpoint.cpp):
 void attach(Tensor& out, std::shared_ptr<Node> node);  // numbers the node, makes it out's grad_fn
@@ -109,6 +116,9 @@ uint64_t next_sequence_nr();   // the number the next recorded node gets
 // output (a multi-output op would need a key per output here).
 using Caught = std::unordered_map<const void*, Tensor>;
 
+// The key a gradient on its way along e is counted, stopped or observed under: e's node, or its leaf.
+inline const void* key_of(const Edge& e) { return e.fn ? (const void*)e.fn.get() : (const void*)e.leaf.get(); }
+
 // What a backward pass takes on its way:
 struct Catches {
   // Leaves or nodes whose gradients are summed here instead of passed on or accumulated, so
@@ -117,12 +127,16 @@ struct Catches {
   // Nodes (only) whose gradient is recorded as they receive it, the walk going on below them
   // (grad()'s intermediate inputs).
   Caught* observe = nullptr;
-  // true: other leaves add their gradients into .grad. false (grad()): no .grad changes, and only
-  // the nodes that lead to a stop or observe point run.
-  bool accumulate_leaves = true;
+  // grad()'s pruning (grad.cpp): the nodes that lead to a stop or observe point, the only ones
+  // whose gradients are wanted, and no .grad changes. Null: every gradient is, and leaves accumulate.
+  const std::unordered_set<Node*>* leading = nullptr;
 
   bool stops(const void* key) const { return stop_at && stop_at->count(key); }
   bool observes(Node* n) const { return observe && observe->count(n); }
+  bool accumulates() const { return !leading; }
+  bool wants(const Edge& e) const {  // a gradient along e
+    return e && (!leading || stops(key_of(e)) || (e.fn && (observes(e.fn.get()) || leading->count(e.fn.get()))));
+  }
 };
 
 // Runs the backward pass from `roots`, each with its gradient (the engine: engine.cpp). With

@@ -2,14 +2,14 @@
 // kernel, record) and their names, brought into namespace ampgrad. Included by autograd/*.cpp
 // only; the public API is autograd/ops.h.
 #pragma once
-#include "autograd/autocast.h"
+#include "autograd/cast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
 
 namespace ampgrad {
 using amp::Op;
-using autograd::autocast;
+using autograd::cast_inputs;
 using autograd::grads;
 using autograd::Needs;
 using autograd::record;

@@ -23,7 +23,7 @@ static int64_t reduced_count(const Tensor& x, const Shape& dims) {
 }
 
 Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim) {
-  auto [x] = autocast(Op::sum, x_in);
+  auto [x] = cast_inputs(Op::sum, x_in);
   Tensor out = kernels::sum(x, dims, keepdim);
   record("sum", out, {x}, [x_shape = x.shape(), dims](const Tensor& g, const Needs&) {
     return grads(g.reshape(keepdim_shape(x_shape, dims)).expand(x_shape));
@@ -32,7 +32,7 @@ Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
-  auto [x] = autocast(Op::mean, x_in);
+  auto [x] = cast_inputs(Op::mean, x_in);
   require_floating("mean", x.dtype());
   const double n = (double)reduced_count(x, dims);
   Tensor out = kernels::sum(widened(x), dims, keepdim);
@@ -45,7 +45,7 @@ Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
 }
 
 static std::pair<Tensor, Tensor> extreme(Op op, const Tensor& x_in, int64_t dim, bool keepdim, bool is_min) {
-  auto [x] = autocast(op, x_in);
+  auto [x] = cast_inputs(op, x_in);
   auto [values, indices] = kernels::max_dim(x, dim, keepdim, is_min);
   record(is_min ? "min" : "max", values, {x}, [x_shape = x.shape(), dim, keepdim, idx = indices](const Tensor& g, const Needs&) {
     // the whole gradient goes to the element that was chosen
@@ -60,7 +60,7 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) { retu
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) { return extreme(Op::min, x, dim, keepdim, true); }
 // Over all elements, tied extremes share the gradient evenly, as in PyTorch.
 static Tensor extreme_all(Op op, const Tensor& x_in, bool is_min) {
-  auto [x] = autocast(op, x_in);
+  auto [x] = cast_inputs(op, x_in);
   Tensor out = kernels::max_dim(x.detach().reshape({-1}), 0, false, is_min).first;  // 0-d
   record(is_min ? "min" : "max", out, {x}, [x = Saved(x), y = Saved(out)](const Tensor& g, const Needs&) {
     // a NaN maximum came from the NaNs, which eq cannot find
@@ -73,7 +73,7 @@ Tensor max(const Tensor& x) { return extreme_all(Op::max, x, false); }
 Tensor min(const Tensor& x) { return extreme_all(Op::min, x, true); }
 
 Tensor argmax(const Tensor& x_in, std::optional<int64_t> dim, bool keepdim) {
-  auto [x] = autocast(Op::argmax, x_in);
+  auto [x] = cast_inputs(Op::argmax, x_in);
   if (!dim) return kernels::max_dim(x.reshape({-1}), 0, false, false).second;
   return kernels::max_dim(x, *dim, keepdim, false).second;
 }

@@ -1,7 +1,6 @@
-// shape.cpp — views (reshape, transpose, narrow, expand, ...), copies and casts.
+// shape.cpp — views (reshape, transpose, narrow, expand, ...), copies, cat/stack and to().
 // A view is the same storage with new shape/strides (Tensor::as_strided); its backward maps
-// the gradient back to the input's geometry. Casts are differentiable: the gradient of
-// x.to(float16) is cast back to x's dtype, which is how float32 master weights get gradients.
+// the gradient back to the input's geometry. The cast itself is autograd/cast.cpp's.
 #include <algorithm>
 #include <numeric>
 
@@ -68,7 +67,7 @@ static Tensor view_as_strided(const char* name, const Tensor& x, const Shape& sh
 }
 
 Tensor view(const Tensor& x_in, const Shape& shape_in) {
-  auto [x] = autocast(Op::view, x_in);
+  auto [x] = cast_inputs(Op::view, x_in);
   Shape shape = infer_shape("view", shape_in, x.numel(), x.shape());
   auto st = view_strides(x, shape);
   AMPGRAD_CHECK(st, "view: a tensor of shape " << shape_str(x.shape()) << " and strides " << shape_str(x.strides())
@@ -78,7 +77,7 @@ Tensor view(const Tensor& x_in, const Shape& shape_in) {
 
 // A view when the strides allow one, else a view of a contiguous copy.
 Tensor reshape(const Tensor& x_in, const Shape& shape_in) {
-  auto [x] = autocast(Op::reshape, x_in);
+  auto [x] = cast_inputs(Op::reshape, x_in);
   Shape shape = infer_shape("reshape", shape_in, x.numel(), x.shape());
   if (auto st = view_strides(x, shape)) return view_as_strided("reshape", x, shape, *st);
   Tensor c = contiguous(x);
@@ -86,7 +85,7 @@ Tensor reshape(const Tensor& x_in, const Shape& shape_in) {
 }
 
 Tensor flatten(const Tensor& x_in, int64_t start, int64_t end) {
-  auto [x] = autocast(Op::flatten, x_in);
+  auto [x] = cast_inputs(Op::flatten, x_in);
   if (x.dim() == 0) return reshape(x, {1});
   start = wrap("flatten", start, x.dim());
   end = wrap("flatten", end, x.dim());
@@ -98,7 +97,7 @@ Tensor flatten(const Tensor& x_in, int64_t start, int64_t end) {
 }
 
 Tensor permute(const Tensor& x_in, const Shape& dims) {
-  auto [x] = autocast(Op::permute, x_in);
+  auto [x] = cast_inputs(Op::permute, x_in);
   AMPGRAD_CHECK((int64_t)dims.size() == x.dim(), "permute: " << dims.size() << " dims given for a " << x.dim() << "-d tensor");
   Shape shape, strides, inverse(dims.size());
   std::vector<bool> seen(dims.size());
@@ -116,7 +115,7 @@ Tensor permute(const Tensor& x_in, const Shape& dims) {
 }
 
 Tensor transpose(const Tensor& x_in, int64_t d0, int64_t d1) {
-  auto [x] = autocast(Op::transpose, x_in);
+  auto [x] = cast_inputs(Op::transpose, x_in);
   if (x.dim() == 0) {  // as in PyTorch, a 0-d tensor takes dims 0 and -1, and is its own transpose
     for (int64_t d : {d0, d1}) AMPGRAD_CHECK(d == 0 || d == -1, "transpose: dim " << d << " out of range for a 0-d tensor");
     return x;
@@ -139,7 +138,7 @@ static Tensor pad_back(const Tensor& g, const Shape& shape, int64_t dim, int64_t
 }
 
 Tensor narrow(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
-  auto [x] = autocast(Op::narrow, x_in);
+  auto [x] = cast_inputs(Op::narrow, x_in);
   dim = wrap("narrow", dim, x.dim());
   if (start < 0) start += x.shape()[dim];
   AMPGRAD_CHECK(start >= 0 && length >= 0 && start + length <= x.shape()[dim],
@@ -154,7 +153,7 @@ Tensor narrow(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
 }
 
 Tensor index_select(const Tensor& x_in, int64_t dim, const Tensor& index) {
-  auto [x] = autocast(Op::index_select, x_in);
+  auto [x] = cast_inputs(Op::index_select, x_in);
   AMPGRAD_CHECK(index.device() == x.device(), "index_select: index on " << index.device().str() << ", input on " << x.device().str());
   Tensor out = kernels::index_select(x, dim, index);
   record("index_select", out, {x}, [index = Saved(index.detach()), in_shape = x.shape(), dim](const Tensor& g, const Needs&) {
@@ -186,14 +185,14 @@ Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const T
 }  // namespace autograd
 
 Tensor select(const Tensor& x_in, int64_t dim, int64_t index) {
-  auto [x] = autocast(Op::select, x_in);
+  auto [x] = cast_inputs(Op::select, x_in);
   dim = wrap("select", dim, x.dim());
   AMPGRAD_CHECK(index >= -x.shape()[dim] && index < x.shape()[dim], "select: index " << index << " out of range for dim " << dim << " of size " << x.shape()[dim]);
   return squeeze(narrow(x, dim, index < 0 ? index + x.shape()[dim] : index, 1), dim);
 }
 
 Tensor expand(const Tensor& x_in, const Shape& shape_in) {
-  auto [x] = autocast(Op::expand, x_in);
+  auto [x] = cast_inputs(Op::expand, x_in);
   AMPGRAD_CHECK((int64_t)shape_in.size() >= x.dim(), "expand: cannot expand shape " << shape_str(x.shape()) << " to " << shape_str(shape_in));
   const size_t lead = shape_in.size() - x.dim();
   Shape shape(shape_in.size()), strides(shape_in.size(), 0);
@@ -211,7 +210,7 @@ Tensor expand(const Tensor& x_in, const Shape& shape_in) {
 }
 
 Tensor unsqueeze(const Tensor& x_in, int64_t dim) {
-  auto [x] = autocast(Op::unsqueeze, x_in);
+  auto [x] = cast_inputs(Op::unsqueeze, x_in);
   dim = wrap("unsqueeze", dim, x.dim() + 1);
   Shape shape = x.shape(), strides = x.strides();
   shape.insert(shape.begin() + dim, 1);
@@ -222,7 +221,7 @@ Tensor unsqueeze(const Tensor& x_in, int64_t dim) {
 }
 
 Tensor squeeze(const Tensor& x_in, std::optional<int64_t> dim) {
-  auto [x] = autocast(Op::squeeze, x_in);
+  auto [x] = cast_inputs(Op::squeeze, x_in);
   Shape shape, strides;
   const int64_t only = dim ? wrap("squeeze", *dim, std::max<int64_t>(x.dim(), 1)) : -1;  // -1: every size-1 dim
   for (int64_t d = 0; d < x.dim(); ++d) {
@@ -243,19 +242,19 @@ static Tensor copy_of(const char* name, const Tensor& x) {
 }
 
 Tensor contiguous(const Tensor& x_in) {
-  auto [x] = autocast(Op::contiguous, x_in);
+  auto [x] = cast_inputs(Op::contiguous, x_in);
   return x.is_contiguous() ? x : copy_of("contiguous", x);
 }
 
 Tensor clone(const Tensor& x_in) {
-  auto [x] = autocast(Op::clone, x_in);
+  auto [x] = cast_inputs(Op::clone, x_in);
   return copy_of("clone", x);
 }
 
 Tensor cat(const std::vector<Tensor>& xs_in, int64_t dim) {
   AMPGRAD_CHECK(!xs_in.empty(), "cat: expected a non-empty list of tensors");
   std::vector<Tensor> xs = xs_in;
-  autograd::autocast_inputs(Op::cat, xs.data(), xs.size());
+  autograd::cast_inputs_in_place(Op::cat, xs.data(), xs.size());
   DType t = xs[0].dtype();
   for (const Tensor& x : xs) {
     AMPGRAD_CHECK(x.device() == xs[0].device(), "cat: expected all tensors on one device, got " << xs[0].device().str() << " and " << x.device().str());
@@ -292,7 +291,7 @@ Tensor cat(const std::vector<Tensor>& xs_in, int64_t dim) {
 Tensor stack(const std::vector<Tensor>& xs_in, int64_t dim) {
   AMPGRAD_CHECK(!xs_in.empty(), "stack: expected a non-empty list of tensors");
   std::vector<Tensor> xs = xs_in;
-  autograd::autocast_inputs(Op::stack, xs.data(), xs.size());
+  autograd::cast_inputs_in_place(Op::stack, xs.data(), xs.size());
   for (const Tensor& x : xs)
     AMPGRAD_CHECK(x.shape() == xs[0].shape(), "stack: shapes " << shape_str(xs[0].shape()) << " and " << shape_str(x.shape()) << " differ");
   std::vector<Tensor> us;
@@ -301,26 +300,13 @@ Tensor stack(const std::vector<Tensor>& xs_in, int64_t dim) {
   return cat(us, d);
 }
 
-namespace autograd {
-Tensor cast(const Tensor& x, DType dtype) {
-  if (x.dtype() == dtype) return x;
-  Tensor out = empty(x.shape(), TensorOptions(dtype).device(x.device()));
-  kernels::copy_(out, x);
-  // To a storage-only type the cast is not differentiable: a gradient narrowed to 8 bits without
-  // a scale would be flushed or NaN (a scaled GEMM's op narrows its gradients with one).
-  if (ampgrad::is_floating_point(dtype) && !is_storage_only(dtype))
-    record("to", out, {x}, [from = x.dtype()](const Tensor& g, const Needs&) { return grads(cast(g, from)); });
-  return out;
-}
-}  // namespace autograd
-
 Tensor to(const Tensor& x_in, DType dtype) {
-  auto [x] = autocast(Op::to, x_in);
+  auto [x] = cast_inputs(Op::to, x_in);
   return autograd::cast(x, dtype);
 }
 
 Tensor to(const Tensor& x_in, Device device) {
-  auto [x] = autocast(Op::to, x_in);
+  auto [x] = cast_inputs(Op::to, x_in);
   if (x.device() == device) return x;
   Tensor out = empty(x.shape(), TensorOptions(x.dtype()).device(device));
   kernels::copy_(out, x);

@@ -87,7 +87,7 @@ void NonFiniteLocator::on_op_output(const Tensor& out, const char* op, const std
   BusyGuard busy(busy_);
   const bool forward = backward_depth_ == 0;
   // autocast's own cast (of an input or a weight): its row is that of the op it casts for, the next one
-  const char* maker = MadeBy::now().name;
+  const char* maker = MadeBy::now();
   const bool autocast_cast = forward && maker && std::strncmp(maker, "autocast", 8) == 0;
   const std::optional<Op> row = forward && !autocast_cast && is_enabled(out.device().type) ? op_named(op) : std::nullopt;
   if (report_ && awaiting_consumer_ && forward && row) {  // the op autocast cast for

@@ -1,5 +1,6 @@
 // backends.h — each backend's copy of the primitive list (tensor/primitives.inc), declared in
-// its own namespace. tensor/kernels.cpp dispatches to these on the tensors' device.
+// its own namespace. tensor/kernels.cpp dispatches to these on the tensors' device. The cuda::
+// ones are declared in every build and defined only in one with CUDA (kernels.cpp's on_device).
 #pragma once
 #include "tensor/kernels.h"
 
@@ -7,8 +8,6 @@ namespace ampgrad::cpu {
 #include "tensor/primitives.inc"
 }  // namespace ampgrad::cpu
 
-#ifdef AMPGRAD_WITH_CUDA
 namespace ampgrad::cuda {
 #include "tensor/primitives.inc"
 }  // namespace ampgrad::cuda
-#endif

@@ -33,12 +33,13 @@ static Device common_device(const char* op, std::initializer_list<const Tensor*>
   return first->device();
 }
 
-// Runs a primitive on its tensors' device, announced under the kernel's name, which also names
-// what it allocates (tensor/observer.h). A CUDA call runs with its tensors' GPU current: kernels
+// Runs a primitive on device d: cpu_call, or cuda_call where d is a GPU, announced under the
+// kernel's name (tensor/observer.h). A CUDA call runs with its tensors' GPU current: kernels
 // launch, scratch memory is taken and a listener waits where the tensors live (cuda:1 with
-// cuda:0 current would be an illegal address).
-template <class CudaCall, class CpuCall>
-static auto on_device(const char* kernel, Device d, [[maybe_unused]] CudaCall cuda_call, CpuCall cpu_call) {
+// cuda:0 current would be an illegal address). Built without CUDA, cuda_call is never run, so
+// the cuda:: primitives it names are declared (backends.h) but need no definition.
+template <class CpuCall, class CudaCall>
+static auto on_device(const char* kernel, Device d, CpuCall cpu_call, [[maybe_unused]] CudaCall cuda_call) {
 #ifdef AMPGRAD_WITH_CUDA
   if (d.is_cuda()) {
     cuda::DeviceGuard guard(d.index);
@@ -49,14 +50,12 @@ static auto on_device(const char* kernel, Device d, [[maybe_unused]] CudaCall cu
   KernelCall call(kernel, d);
   return cpu_call();
 }
-// op names the call in error messages, kernel to listeners (they differ for conv2d's im2col/col2im).
-#ifdef AMPGRAD_WITH_CUDA
-#define ON_DEVICE(kernel, device, call) on_device(kernel, device, [&] { return cuda::call; }, [&] { return cpu::call; })
-#else
-#define ON_DEVICE(kernel, device, call) on_device(kernel, device, nullptr, [&] { return cpu::call; })
-#endif
-#define DISPATCH_AS(op, kernel, call, ...) ON_DEVICE(kernel, common_device(op, {__VA_ARGS__}), call)
-#define DISPATCH(op, call, ...) DISPATCH_AS(op, op, call, __VA_ARGS__)
+// The usual case: the op's tensors give the device, and the op names the kernel in errors and to
+// listeners (they differ only for conv2d's im2col/col2im).
+template <class CpuCall, class CudaCall>
+static auto on_device(const char* op, std::initializer_list<const Tensor*> ts, CpuCall cpu_call, CudaCall cuda_call) {
+  return on_device(op, common_device(op, ts), cpu_call, cuda_call);
+}
 
 // Whether the op that with_op(body) hands to body is defined for dtype t: elementwise_ops.h's
 // defined_for, the rule the backends compile their kernels by, asked at run time.
@@ -73,24 +72,24 @@ template <class WithOp> static bool takes_dtype(DType t, WithOp with_op) {
 // The elementwise ops' argument checks, here once for every backend.
 Tensor unary(Unary k, const Tensor& x) {
   AMPGRAD_CHECK(takes_dtype(x.dtype(), [&](auto body) { with_unary(k, body); }), unary_name(k) << ": not defined for dtype " << dtype_name(x.dtype()));
-  return DISPATCH(unary_name(k), unary(k, x), &x);
+  return on_device(unary_name(k), {&x}, [&] { return cpu::unary(k, x); }, [&] { return cuda::unary(k, x); });
 }
 Tensor pow_scalar(const Tensor& x, double e) {
   require_floating("pow", x.dtype());
-  return DISPATCH("pow", pow_scalar(x, e), &x);
+  return on_device("pow", {&x}, [&] { return cpu::pow_scalar(x, e); }, [&] { return cuda::pow_scalar(x, e); });
 }
-Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) { return DISPATCH("clamp", clamp(x, lo, hi), &x); }
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) { return on_device("clamp", {&x}, [&] { return cpu::clamp(x, lo, hi); }, [&] { return cuda::clamp(x, lo, hi); }); }
 Tensor binary(Binary k, const Tensor& a, const Tensor& b) {
   const char* name = binary_name(k);
   AMPGRAD_CHECK(a.dtype() == b.dtype(), name << ": dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype())
                                              << "); promote before the kernel");
   AMPGRAD_CHECK(takes_dtype(a.dtype(), [&](auto body) { with_binary(k, body); }), name << ": not defined for dtype " << dtype_name(a.dtype()));
-  return DISPATCH(name, binary(k, a, b), &a, &b);
+  return on_device(name, {&a, &b}, [&] { return cpu::binary(k, a, b); }, [&] { return cuda::binary(k, a, b); });
 }
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   AMPGRAD_CHECK(c.dtype() == kBool, "where: condition must be bool, got " << dtype_name(c.dtype()));
   AMPGRAD_CHECK(a.dtype() == b.dtype(), "where: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
-  return DISPATCH("where", where(c, a, b), &c, &a, &b);
+  return on_device("where", {&c, &a, &b}, [&] { return cpu::where(c, a, b); }, [&] { return cuda::where(c, a, b); });
 }
 // ---- in-place writes ----
 // PyTorch's rules for a tensor written in place: no two of its elements may share memory (an
@@ -130,7 +129,7 @@ static void check_written(const char* op, const Tensor& dst, const Tensor* src =
 
 void fill_(const Tensor& dst, double v) {
   check_written("fill_", dst);
-  ON_DEVICE("fill_", common_device("fill_", {&dst}, /*storage_ok=*/true), fill_(dst, v));
+  on_device("fill_", common_device("fill_", {&dst}, /*storage_ok=*/true), [&] { return cpu::fill_(dst, v); }, [&] { return cuda::fill_(dst, v); });
 }
 void axpy_(const Tensor& y, const Tensor& x, double alpha) {
   AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
@@ -138,19 +137,19 @@ void axpy_(const Tensor& y, const Tensor& x, double alpha) {
   AMPGRAD_CHECK(cpu::broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
                 "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
   check_written("add_", y, &x);
-  DISPATCH("add_", axpy_(y, x, alpha), &y, &x);
+  on_device("add_", {&y, &x}, [&] { return cpu::axpy_(y, x, alpha); }, [&] { return cuda::axpy_(y, x, alpha); });
 }
 void scale_(const Tensor& y, double f) {
   AMPGRAD_CHECK(y.dtype() != kBool, "mul_: not defined for dtype bool");
   check_written("mul_", y);
-  DISPATCH("mul_", scale_(y, f), &y);
+  on_device("mul_", {&y}, [&] { return cpu::scale_(y, f); }, [&] { return cuda::scale_(y, f); });
 }
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return DISPATCH("sum", sum(x, dims, keepdim), &x); }
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return on_device("sum", {&x}, [&] { return cpu::sum(x, dims, keepdim); }, [&] { return cuda::sum(x, dims, keepdim); }); }
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
   const char* op = is_min ? "min" : "max";
   const Shape red = cpu::normalize_dims(op, {dim}, x.dim());  // empty for a 0-d x, its one element
   AMPGRAD_CHECK(x.numel() > 0 && (red.empty() || x.shape()[red[0]] > 0), op << ": cannot reduce an empty dimension of shape " << shape_str(x.shape()));
-  return DISPATCH(op, max_dim(x, dim, keepdim, is_min), &x);
+  return on_device(op, {&x}, [&] { return cpu::max_dim(x, dim, keepdim, is_min); }, [&] { return cuda::max_dim(x, dim, keepdim, is_min); });
 }
 
 // PyTorch's rules for the index of gather / scatter_add into a tensor of `shape`: int64, of the
@@ -167,13 +166,13 @@ static void check_index(const char* op, const Shape& shape, int64_t dim, const T
 }
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) {
   check_index("gather", x.shape(), dim, idx);
-  return DISPATCH("gather", gather(x, dim, idx), &x, &idx);
+  return on_device("gather", {&x, &idx}, [&] { return cpu::gather(x, dim, idx); }, [&] { return cuda::gather(x, dim, idx); });
 }
 Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
   AMPGRAD_CHECK(src.dtype() != kBool, "scatter_add: not defined for dtype bool");
   check_index("scatter_add", shape, dim, idx);
   AMPGRAD_CHECK(src.shape() == idx.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(idx.shape()) << " differ");
-  return DISPATCH("scatter_add", scatter_add(shape, dim, idx, src), &idx, &src);
+  return on_device("scatter_add", {&idx, &src}, [&] { return cpu::scatter_add(shape, dim, idx, src); }, [&] { return cuda::scatter_add(shape, dim, idx, src); });
 }
 // index_select / index_add's index: a 1-D (or 0-d) int64 list of slices of a tensor of `shape`
 // along `dim`. Its values are the backends' to check, where they are read.
@@ -186,7 +185,7 @@ static int64_t check_slice_index(const char* op, const Shape& shape, int64_t dim
 }
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
   check_slice_index("index_select", x.shape(), dim, idx);
-  return DISPATCH("index_select", index_select(x, dim, idx), &x, &idx);
+  return on_device("index_select", {&x, &idx}, [&] { return cpu::index_select(x, dim, idx); }, [&] { return cuda::index_select(x, dim, idx); });
 }
 Tensor index_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
   AMPGRAD_CHECK(src.dtype() != kBool, "index_add: not defined for dtype bool");
@@ -195,7 +194,7 @@ Tensor index_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tenso
   want[d] = idx.numel();
   AMPGRAD_CHECK(src.shape() == want, "index_add: src " << shape_str(src.shape()) << " must be " << shape_str(want) << " (" << idx.numel()
                                                        << " slices of " << shape_str(shape) << " along dim " << d << ")");
-  return DISPATCH("index_add", index_add(shape, dim, idx, src), &idx, &src);
+  return on_device("index_add", {&idx, &src}, [&] { return cpu::index_add(shape, dim, idx, src); }, [&] { return cuda::index_add(shape, dim, idx, src); });
 }
 // Checked here, once for every backend: the backends may assume matching 2-D or 3-D operands.
 Tensor bmm(const Tensor& a, const Tensor& b, DType out_dtype) {
@@ -207,11 +206,11 @@ Tensor bmm(const Tensor& a, const Tensor& b, DType out_dtype) {
   AMPGRAD_CHECK(a.dim() == b.dim() && (a.dim() == 2 || a.dim() == 3) && a.shape()[a.dim() - 1] == b.shape()[b.dim() - 2] &&
                     (a.dim() == 2 || a.shape()[0] == b.shape()[0]),
                 "matmul: cannot multiply shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
-  return DISPATCH("matmul", bmm(a, b, out_dtype), &a, &b);
+  return on_device("matmul", {&a, &b}, [&] { return cpu::bmm(a, b, out_dtype); }, [&] { return cuda::bmm(a, b, out_dtype); });
 }
 Tensor abs_max(const Tensor& x) {
   require_floating("abs_max", x.dtype());
-  return DISPATCH("abs_max", abs_max(x), &x);
+  return on_device("abs_max", {&x}, [&] { return cpu::abs_max(x); }, [&] { return cuda::abs_max(x); });
 }
 Tensor scaled_cast(const Tensor& x, const Tensor& scale, DType dtype) {
   const char* op = "scaled_cast";
@@ -219,13 +218,13 @@ Tensor scaled_cast(const Tensor& x, const Tensor& scale, DType dtype) {
   require_floating(op, x.dtype());
   AMPGRAD_CHECK(scale.dtype() == kFloat32 && scale.dim() == 0,
                 op << ": the scale must be a 0-d float32 tensor, got " << dtype_name(scale.dtype()) << " " << shape_str(scale.shape()));
-  return DISPATCH(op, scaled_cast(x, scale, dtype), &x, &scale);
+  return on_device(op, {&x, &scale}, [&] { return cpu::scaled_cast(x, scale, dtype); }, [&] { return cuda::scaled_cast(x, scale, dtype); });
 }
 Tensor softmax_lastdim(const Tensor& x, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   AMPGRAD_CHECK(x.dim() >= 1, op << ": needs at least one dim");
   require_floating(op, x.dtype());
-  return DISPATCH(op, softmax_lastdim(x, log), &x);
+  return on_device(op, {&x}, [&] { return cpu::softmax_lastdim(x, log); }, [&] { return cuda::softmax_lastdim(x, log); });
 }
 Tensor cross_entropy_backward(const Tensor& logp, const Tensor& index, const Tensor& kept, const Tensor& coef, const Tensor& hit,
                               const Tensor& spread, const Tensor& scale, DType dtype) {
@@ -249,7 +248,9 @@ Tensor cross_entropy_backward(const Tensor& logp, const Tensor& index, const Ten
   AMPGRAD_CHECK(is_floating_point(dtype) && !is_storage_only(dtype) && logp.dtype() == (dtype == kFloat64 ? kFloat64 : kFloat32),
                 op << ": cannot write the gradient as " << dtype_name(dtype) << " from " << dtype_name(logp.dtype())
                    << " log-probabilities (float64 comes from float64; float32, float16 and bfloat16 from float32)");
-  return DISPATCH(op, cross_entropy_backward(logp, index, kept, coef, hit, spread, scale, dtype), &logp, &index, &kept, &coef, &hit, &spread, &scale);
+  return on_device(op, {&logp, &index, &kept, &coef, &hit, &spread, &scale},
+                   [&] { return cpu::cross_entropy_backward(logp, index, kept, coef, hit, spread, scale, dtype); },
+                   [&] { return cuda::cross_entropy_backward(logp, index, kept, coef, hit, spread, scale, dtype); });
 }
 
 // Layer norm's rows: x (R, D) floating; weight and bias (D) in x's math dtype; the backward's
@@ -265,7 +266,7 @@ static void check_layer_norm_params(const Tensor& x, const Tensor& w, const Tens
 }
 std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
   check_layer_norm_params(x, w, b);
-  return DISPATCH("layer_norm", layer_norm(x, w, b, eps), &x, &w, &b);
+  return on_device("layer_norm", {&x, &w, &b}, [&] { return cpu::layer_norm(x, w, b, eps); }, [&] { return cuda::layer_norm(x, w, b, eps); });
 }
 Tensor layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
   check_layer_norm_params(x, w, {});
@@ -275,7 +276,7 @@ Tensor layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& mean,
   for (const Tensor* t : {&mean, &rstd})
     AMPGRAD_CHECK(t->shape() == Shape{x.size(0)} && t->dtype() == math && t->is_contiguous(),
                   "layer_norm_backward: mean and rstd must be contiguous (" << x.size(0) << ") " << dtype_name(math));
-  return DISPATCH("layer_norm_backward", layer_norm_backward(g, x, mean, rstd, w), &g, &x, &mean, &rstd, &w);
+  return on_device("layer_norm_backward", {&g, &x, &mean, &rstd, &w}, [&] { return cpu::layer_norm_backward(g, x, mean, rstd, w); }, [&] { return cuda::layer_norm_backward(g, x, mean, rstd, w); });
 }
 
 // The image primitives take (N, C, H, W) tensors and a window that fits them at least once
@@ -287,7 +288,7 @@ static void check_conv(const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, 
 }
 Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   check_conv(x.shape(), kh, kw, s, p);
-  return DISPATCH_AS("conv2d", "im2col", im2col(x, kh, kw, s, p), &x);
+  return on_device("im2col", common_device("conv2d", {&x}), [&] { return cpu::im2col(x, kh, kw, s, p); }, [&] { return cuda::im2col(x, kh, kw, s, p); });
 }
 Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   AMPGRAD_CHECK(cols.dtype() != kBool, "conv2d: not defined for dtype bool");
@@ -295,13 +296,13 @@ Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, 
   const Shape cols_shape{x_shape[0] * window_out_size(x_shape[2], kh, s, p) * window_out_size(x_shape[3], kw, s, p), x_shape[1] * kh * kw};
   AMPGRAD_CHECK(cols.shape() == cols_shape, "conv2d: columns of shape " << shape_str(cols.shape()) << " do not match image "
                                                                        << shape_str(x_shape) << " (expected " << shape_str(cols_shape) << ")");
-  return DISPATCH_AS("conv2d", "col2im", col2im(cols, x_shape, kh, kw, s, p), &cols);
+  return on_device("col2im", common_device("conv2d", {&cols}), [&] { return cpu::col2im(cols, x_shape, kh, kw, s, p); }, [&] { return cuda::col2im(cols, x_shape, kh, kw, s, p); });
 }
 std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, int64_t k, int64_t s) {
   AMPGRAD_CHECK(x.dim() == 4, "max_pool2d: expected an (N, C, H, W) tensor, got shape " << shape_str(x.shape()));
   AMPGRAD_CHECK(window_fits(x.shape()[2], k, s, 0) && window_fits(x.shape()[3], k, s, 0),
                 "max_pool2d: kernel " << k << " with stride " << s << " does not fit input " << shape_str(x.shape()));
-  return DISPATCH("max_pool2d", max_pool2d(x, k, s), &x);
+  return on_device("max_pool2d", {&x}, [&] { return cpu::max_pool2d(x, k, s); }, [&] { return cuda::max_pool2d(x, k, s); });
 }
 
 // Copies are the one primitive that may cross devices: the CUDA backend handles any copy

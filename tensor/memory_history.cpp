@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <iomanip>
 #include <map>
 #include <mutex>
@@ -25,10 +26,48 @@ std::atomic<bool> recording{false};     // one history at a time
 std::atomic<int64_t> lost_events{0};  // events a history could not keep (out of memory)
 
 double mib(int64_t bytes) { return double(bytes) / (1 << 20); }
+
+// The scopes this thread is in, as announced to the history recording now (a history that began
+// inside one never hears it begin, and counts no lower than zero): the outermost backward node
+// and kernel, and how deep in backward passes.
+struct Scopes {
+  uint64_t history = 0;  // which history heard them: one that ends inside a scope leaves no trace
+  const char* node = nullptr;
+  const char* kernel = nullptr;
+  int nodes = 0, kernels = 0, passes = 0;
+};
+thread_local Scopes scopes;
+std::atomic<uint64_t> histories{0};
+Scopes& scopes_of(uint64_t history) {
+  if (scopes.history != history) scopes = {history};
+  return scopes;
+}
+void enter(const char*& outermost, int& depth, const char* name) {
+  if (depth++ == 0) outermost = name;
+}
+void leave(const char*& outermost, int& depth) {
+  if (depth > 0 && --depth == 0) outermost = nullptr;
+}
+
+// What made a block allocated now: the outermost of a backward node ("<op> backward"; a leaf's,
+// PyTorch's "AccumulateGrad" as it is), a MadeBy scope, a sum of gradients (in backward, outside
+// any node), a primitive (weak: the op that records the block as its output renames it).
+struct Maker {
+  const char* name;
+  const char* suffix;
+  bool weak;
+};
+Maker maker_now(const Scopes& s) {
+  if (s.node) return {s.node, std::strcmp(s.node, "AccumulateGrad") == 0 ? "" : " backward", false};
+  if (const char* scope = MadeBy::now()) return {scope, "", false};
+  if (s.passes > 0) return {"gradient sum", "", false};
+  return {s.kernel ? s.kernel : "(outside kernels)", "", true};
+}
 }  // namespace
 
 MemoryHistory::MemoryHistory(Device device) : device_(device), start_(std::chrono::steady_clock::now()) {
   AMPGRAD_CHECK(!recording.exchange(true), "MemoryHistory: another one is recording (one at a time)");
+  id_ = ++histories;
   lost_at_start_ = lost_events.load();
   add_observer(this);
 }
@@ -57,8 +96,7 @@ void MemoryHistory::add(const void* block, int64_t bytes, const char* name, cons
 
 void MemoryHistory::on_alloc(Device device, const void* block, int64_t bytes) {
   if (device != device_) return;
-  Maker m = MadeBy::now();
-  if (!m.name) m = {"(outside kernels)", "", true};
+  const Maker m = maker_now(scopes_of(id_));
   try {
     std::lock_guard lock(history_mutex());
     add(block, bytes, m.name, m.suffix, m.weak);
@@ -81,7 +119,8 @@ void MemoryHistory::on_free(Device device, const void* block, int64_t bytes) {
 // included, sees the block as the op's.
 void MemoryHistory::on_op_output(const Tensor& out, const char* op, const std::vector<Tensor>&) {
   // A view's block is its base's, named already (a view of a weight is not the weight's maker).
-  if (MadeBy::now().name || !out.defined() || out.impl().is_view || out.device() != device_) return;
+  const Scopes& s = scopes_of(id_);
+  if (s.node || MadeBy::now() || !out.defined() || out.impl().is_view || out.device() != device_) return;
   try {
     std::lock_guard lock(history_mutex());
     auto it = allocated_at_.find(out.impl().storage->data);
@@ -91,6 +130,19 @@ void MemoryHistory::on_op_output(const Tensor& out, const char* op, const std::v
   } catch (...) {
     ++lost_events;
   }
+}
+
+void MemoryHistory::on_kernel_begin(const char* kernel, Device) { Scopes& s = scopes_of(id_); enter(s.kernel, s.kernels, kernel); }
+void MemoryHistory::on_kernel_end(const char*, Device) { Scopes& s = scopes_of(id_); leave(s.kernel, s.kernels); }
+void MemoryHistory::on_span_begin(const char* name, SpanKind kind) {
+  Scopes& s = scopes_of(id_);
+  if (kind == SpanKind::node) enter(s.node, s.nodes, name);
+  if (kind == SpanKind::backward) s.passes++;
+}
+void MemoryHistory::on_span_end(const char*, SpanKind kind) {
+  Scopes& s = scopes_of(id_);
+  if (kind == SpanKind::node) leave(s.node, s.nodes);
+  if (kind == SpanKind::backward && s.passes > 0) s.passes--;
 }
 
 // The blocks made while recording and alive after some events, by address.

@@ -9,7 +9,8 @@
 // While it lives it hears (tensor/observer.h) the device's allocator announce every block it
 // hands out and takes back, with sizes as memory_stats counts them, so peak_bytes() is how far
 // memory_stats' peak rose (reset as the history begins, with one thread allocating). A block is
-// named for what made it, the outermost MadeBy scope alive on the thread that allocated it:
+// named for what made it, the outermost scope alive on the thread that allocated it (it hears
+// them announced: a backward node's Span, a kernel's call; or asks MadeBy):
 //   - in backward, "<op> backward": all that a node's backward allocates, the gradient it returns
 //     included ("checkpoint backward" holds the rerun region's activations); where gradients
 //     meet, "gradient sum", and a copy made to become a leaf's .grad, "AccumulateGrad";
@@ -84,6 +85,10 @@ class MemoryHistory final : public Observer {
   void on_alloc(Device device, const void* block, int64_t bytes) override;
   void on_free(Device device, const void* block, int64_t bytes) override;
   void on_op_output(const Tensor& out, const char* op, const std::vector<Tensor>& inputs) override;  // a primitive's block takes the op's name
+  void on_kernel_begin(const char* kernel, Device device) override;  // the scopes that name blocks, per thread
+  void on_kernel_end(const char* kernel, Device device) override;
+  void on_span_begin(const char* name, SpanKind kind) override;
+  void on_span_end(const char* name, SpanKind kind) override;
 
   Device device_;
   std::chrono::steady_clock::time_point start_;
@@ -91,6 +96,7 @@ class MemoryHistory final : public Observer {
   std::unordered_map<const void*, size_t> allocated_at_;  // a live block made while recording -> its event
   int64_t now_ = 0, peak_ = 0, lost_at_start_ = 0;
   size_t peak_event_ = 0;  // events_[0, peak_event_) reach the peak
+  uint64_t id_ = 0;        // this history's number, which its per-thread scopes carry
 };
 
 }  // namespace ampgrad

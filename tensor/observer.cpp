@@ -21,7 +21,7 @@ Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: static tensors free, and so announce, at exit
   return *r;
 }
-thread_local Maker current;
+thread_local const char* current = nullptr;  // MadeBy's
 }  // namespace
 
 std::atomic<int> observer_count{0};
@@ -66,16 +66,16 @@ void for_each_observer(void (*call)(Observer&, const void* hook), const void* ho
   for (int i = 0; i < n; ++i) call(*now[i], hook);
 }
 
-MadeBy::MadeBy(const char* name, const char* suffix, bool weak) {
-  if (current.name) return;  // the outermost holds
-  current = {name, suffix, weak};
+MadeBy::MadeBy(const char* name) {
+  if (current) return;  // the outermost holds
+  current = name;
   set_ = true;
 }
 
 MadeBy::~MadeBy() {
-  if (set_) current = {};
+  if (set_) current = nullptr;
 }
 
-Maker MadeBy::now() { return current; }
+const char* MadeBy::now() { return current; }
 
 }  // namespace ampgrad

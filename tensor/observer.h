@@ -17,7 +17,8 @@ namespace ampgrad {
 
 class Tensor;
 // A named stretch of work: a phase the library knows (the optimizer's step, the GradScaler's own
-// work), a whole backward pass (passes nest: a checkpoint's rerun), or one backward node's run.
+// work), a whole backward pass (passes nest: a checkpoint's rerun), or one backward node's run
+// (a leaf's AccumulateGrad among them).
 enum class SpanKind { phase, backward, node };
 
 // Every hook may be called from any thread that runs ops or allocates: a listener that keeps
@@ -33,7 +34,8 @@ struct Observer {
   // After the last gradient one backward pass sends a leaf is added into its .grad: PyTorch's
   // post-accumulate-grad hook, where data-parallel training starts reducing that gradient.
   virtual void on_grad_accumulated(const Tensor& leaf) {}
-  // A Span on this thread: timelines draw them (a TraceWriter), a Profile counts backward passes.
+  // A Span on this thread: timelines draw them (a TraceWriter), a Profile counts backward passes,
+  // a MemoryHistory names what a backward node allocates by it.
   virtual void on_span_begin(const char* name, SpanKind kind) {}
   virtual void on_span_end(const char* name, SpanKind kind) {}
 
@@ -59,32 +61,25 @@ template <class Hook> void announce(const Hook& hook) {
   for_each_observer([](Observer& o, const void* h) { (*static_cast<const Hook*>(h))(o); }, &hook);
 }
 
-// What made a block this thread allocates, for listeners that name memory: the outermost scope
-// alive holds. The dispatcher opens a weak one per primitive (an op that returns the block as its
-// output renames it), the engine one per node's backward ("<op> backward"), per gradient sum and
-// per leaf's accumulation, autocast per cast, an optimizer around its state. The strings must be
-// static: literals, or a node's name.
-struct Maker {
-  const char* name = nullptr;  // null: no scope is open
-  const char* suffix = "";
-  bool weak = false;
-};
+// What made the blocks this thread allocates, where no kernel or backward node says it, for
+// listeners that name memory: the outermost scope alive holds. Autocast opens one per cast, an
+// optimizer one around its state. The name must be static (a literal).
 class MadeBy {
  public:
-  explicit MadeBy(const char* name, const char* suffix = "", bool weak = false);
+  explicit MadeBy(const char* name);
   ~MadeBy();
   MadeBy(const MadeBy&) = delete;
   MadeBy& operator=(const MadeBy&) = delete;
-  static Maker now();  // this thread's
+  static const char* now();  // this thread's, or null: no scope is open
 
  private:
   bool set_ = false;
 };
 
-// The dispatcher's scope around one primitive call: its maker, and its begin and end announced.
+// The dispatcher's scope around one primitive call: its begin and end announced.
 class KernelCall {
  public:
-  KernelCall(const char* kernel, Device device) : made_by_(kernel, "", /*weak=*/true), kernel_(kernel), device_(device) {
+  KernelCall(const char* kernel, Device device) : kernel_(kernel), device_(device) {
     if ((announced_ = observed())) announce([&](Observer& o) { o.on_kernel_begin(kernel_, device_); });
   }
   ~KernelCall() {
@@ -94,7 +89,6 @@ class KernelCall {
   KernelCall& operator=(const KernelCall&) = delete;
 
  private:
-  MadeBy made_by_;
   const char* kernel_;
   Device device_;
   bool announced_;

@@ -1,27 +1,20 @@
-// double_backward.cpp — running one node's backward, and what create_graph adds to it: the
-// backward runs in grad mode with its Saved tensors read back linked to the graph (Saved::get),
-// so its arithmetic is recorded and can be differentiated again; a once-differentiable one runs
-// unrecorded, its gradients leading to a node that refuses a second backward.
+// create_graph.cpp — what a backward with create_graph adds to running a node (node.cpp's
+// call_backward): the backward runs in grad mode with its Saved tensors read back linked to the
+// graph (Saved::linked), so its arithmetic is recorded and can be differentiated again; a
+// once-differentiable one runs unrecorded, its gradients leading to a node that refuses a second backward.
 #include <utility>
 
-#include "autograd/engine_parts.h"
-#include "tensor/observer.h"
+#include "autograd/node.h"
 
 namespace ampgrad::autograd {
 
-static thread_local const char* running_backward = "";  // the node whose backward runs now, for errors
-static thread_local Node* recording_node = nullptr;  // that node, while create_graph records its backward
-bool recording_backward() { return recording_node != nullptr; }
+static thread_local Node* recording_node = nullptr;  // the node whose backward create_graph records now
+// (A plain pass nested in a recorded backward runs with grad mode off: nothing of it is recorded.)
+bool recording_backward() { return recording_node != nullptr && is_grad_enabled(); }
 
 template <class A, class B> static bool same_owner(const A& a, const B& b) { return !a.owner_before(b) && !b.owner_before(a); }
 
-Tensor Saved::get() const {
-  AMPGRAD_CHECK(!tensor_.defined() || tensor_.version() == version_,
-                "backward of '" << running_backward << "': one of the variables needed for gradient computation has been modified "
-                "by an inplace operation: [" << dtype_name(tensor_.dtype()) << " " << shape_str(tensor_.shape()) << "] is at version "
-                << tensor_.version() << "; expected version " << version_ << " instead (an optimizer step or copy_ between "
-                "forward and backward?)");
-  if (!recording_node || !tensor_.defined()) return tensor_;
+Tensor Saved::linked() const {
   if (source_.leaf) return Tensor(source_.leaf);  // the leaf itself, so a second backward accumulates into its .grad
   std::shared_ptr<Node> fn = source_.fn;
   if (!fn && same_owner(origin_, recording_node->output)) fn = recording_node->shared_from_this();  // the op's own output
@@ -58,31 +51,22 @@ static Tensor not_differentiable_again(const Node& n, const Tensor& gi, const Te
   return out;
 }
 
-// The node whose backward runs, named in errors and as the maker of what it allocates, and the
-// one whose Saved tensors come back linked while create_graph records it (Saved::get); both
-// restored after, for engines nest.
-struct Running {
-  const char* outer_name;
-  Node* outer_recording;
-  MadeBy named;
-  Running(const Node& n, Node* recording)
-      : outer_name(std::exchange(running_backward, n.name)), outer_recording(std::exchange(recording_node, recording)),
-        named(n.name, " backward") {}
-  ~Running() {
-    running_backward = outer_name;
-    recording_node = outer_recording;
-  }
+// The node being recorded, restored after, for engines nest (composite_backward, checkpoint's rerun).
+struct Recording {
+  Node* outer;
+  explicit Recording(Node* n) : outer(std::exchange(recording_node, n)) {}
+  ~Recording() { recording_node = outer; }
 };
 
-Grads call_backward(Node& n, const Tensor& g, const Needs& needs, bool create_graph) {
-  const bool recorded = create_graph && !n.once_differentiable;
+Grads recorded_backward(Node& n, const Tensor& g, const Needs& needs) {
+  const bool recorded = !n.once_differentiable;
   Grads gs;
   {
     GradModeGuard grad_mode(recorded);
-    Running running(n, recorded ? &n : nullptr);
-    gs = n.backward(g, needs);
+    Recording recording(recorded ? &n : nullptr);
+    gs = call_backward(n, g, needs);
   }
-  if (create_graph && n.once_differentiable)
+  if (!recorded)
     for (Tensor& gi : gs)
       if (gi.defined()) gi = not_differentiable_again(n, gi, g);
   return gs;

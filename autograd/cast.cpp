@@ -1,16 +1,28 @@
-// autocast.cpp — applies a policy row to an op's inputs:
+// cast.cpp — the cast, and applying a policy row to an op's inputs (cast_inputs):
 //   lower_precision: floating inputs (not float64) -> the autocast dtype, weights via the cache
 //   fp32:            16-bit inputs -> float32
 //   promote:         floating inputs -> the widest floating dtype among them
 //   input_dtype:     nothing
 //   banned:          an error (amp::why_banned)
 // Only tensors on the autocast device type are touched; the first defined input decides it.
-#include "autograd/autocast.h"
+#include "autograd/cast.h"
 
 #include "autograd/node.h"
+#include "tensor/kernels.h"
 #include "tensor/observer.h"
 
 namespace ampgrad::autograd {
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor out = empty(x.shape(), TensorOptions(dtype).device(x.device()));
+  kernels::copy_(out, x);
+  // To a storage-only type the cast is not differentiable: a gradient narrowed to 8 bits without
+  // a scale would be flushed or NaN (a scaled GEMM's op narrows its gradients with one).
+  if (ampgrad::is_floating_point(dtype) && !is_storage_only(dtype))
+    record("to", out, {x}, [from = x.dtype()](const Tensor& g, const Needs&) { return grads(cast(g, from)); });
+  return out;
+}
 
 // A cast autocast makes, counted in the trace and named as its maker (observer.h).
 static Tensor uncached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) {
@@ -39,7 +51,7 @@ static Tensor cached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) {
   return is_grad_enabled() ? c : c.detach();
 }
 
-void autocast_inputs(amp::Op op, Tensor* xs, size_t n) {
+void cast_inputs_in_place(amp::Op op, Tensor* xs, size_t n) {
   const Tensor* first = nullptr;
   for (size_t i = 0; i < n && !first; ++i) if (xs[i].defined()) first = &xs[i];
   if (!first) return;
