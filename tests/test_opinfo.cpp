@@ -1,10 +1,11 @@
 // test_opinfo.cpp — one OpInfo entry per op (as PyTorch's OpInfo and ggml's test-backend-ops)
-// drives every test of the op, on every device: forward against a float64 reference in every
-// dtype, on a finite sample and on one holding NaN and ±inf; on the CPU each 16-bit output bit for
-// bit against the op in float32 rounded once; gradcheck and gradgradcheck, the CPU against CUDA in
-// float32/float16/bfloat16, and the output dtype under autocast against the policy table
-// (tensor/ops.def). Special cases an entry cannot say (options, running statistics, masks) keep
-// their own tests in test_ops.cpp & co.
+// drives every test of the op, on every device and each sample (finite, NaN/inf, strided,
+// broadcast: sample()): forward against a float64 reference in every dtype; on the CPU each 16-bit
+// output bit for bit against the op in float32 rounded once; gradcheck and gradgradcheck, the CPU
+// against CUDA in float32/float16/bfloat16, and the output dtype under autocast against the
+// policy table (tensor/ops.def). Special cases an entry cannot say (options, running statistics,
+// masks) keep their own tests in test_ops.cpp & co. Below them, the completeness tests: every op
+// of ops.def has an entry, consults its policy row, and has the nn exposure its line generates.
 //
 // How to add a test for a new op: one entry in op_infos() — its amp::Op, a variant name, the
 // inputs' shapes and domain, the op as a lambda, and its reference in double (closed form, from
@@ -154,7 +155,7 @@ std::vector<OpInfo> op_infos() {
       {Op::pow, "0.5", {{{4, 6}, 0.5, 2}}, [](In i) { return pow(i[0], 0.5); }, map1([](double x) { return std::sqrt(x); })},
       {Op::clamp, "", {{{4, 6}}}, [](In i) { return clamp(i[0], -0.5, 0.5); }, map1(clamped)},
       {Op::clamp, "min only", {{{4, 6}}}, [](In i) { return clamp(i[0], 0.0, std::nullopt); }, map1([](double x) { return std::isnan(x) ? x : std::max(x, 0.0); })},
-      // ---- elementwise: binary (broadcasting has its own tests in test_ops.cpp)
+      // ---- elementwise: binary (each also on the broadcast sample)
       {Op::add, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return add(i[0], i[1]); }, map2([](double a, double b) { return a + b; })},
       {Op::sub, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return sub(i[0], i[1]); }, map2([](double a, double b) { return a - b; })},
       {Op::mul, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return mul(i[0], i[1]); }, map2([](double a, double b) { return a * b; })},
