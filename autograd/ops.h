@@ -34,7 +34,7 @@ struct Scalar {
 // (neg, exp, log, log1p, sqrt, abs, tanh, sigmoid, relu, gelu, ...), and
 // Tensor name(const Tensor& a, const Tensor& b) for add, sub, mul, div and the comparisons
 // (eq, ne, lt, le, gt, ge: bool outputs, no gradient).
-#define UNARY(name, cuda, cpu) Tensor name(const Tensor& x);
+#define UNARY(name, cuda, cpu, ...) Tensor name(const Tensor& x);
 #define BINARY_KERNEL(name, Functor, cuda, cpu) Tensor name(const Tensor& a, const Tensor& b);
 #include "tensor/ops.def"
 Tensor pow(const Tensor& x, double exponent);

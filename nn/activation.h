@@ -1,5 +1,6 @@
-// activation.h — the parameter-free modules: ReLU, GELU (exact erf form), Dropout, Flatten.
-// Each forwards to the autograd op of the same name; Dropout alone reads the train/eval mode.
+// activation.h — the parameter-free modules: one per activation of tensor/ops.def (the op that
+// names a Module there: ReLU, GELU (exact erf form), SiLU, Tanh, Sigmoid), then Dropout and Flatten.
+// Each forwards to the autograd op of its name; Dropout alone reads the train/eval mode.
 //
 //   auto drop = std::make_shared<nn::Dropout>(0.5);
 //   drop->forward(x);        // train mode: about half zeroed, survivors doubled
@@ -11,15 +12,12 @@
 
 namespace ampgrad::nn {
 
-class ReLU : public Module {
- public:
-  Tensor forward(const Tensor& x) override { return relu(x); }
-};
-
-class GELU : public Module {
- public:
-  Tensor forward(const Tensor& x) override { return gelu(x); }
-};
+// class ReLU : public Module { ... relu(x) ... }, and so on: generated, so an activation is one line of ops.def
+#define UNARY(name, cuda, cpu, ...) __VA_OPT__(class __VA_ARGS__ : public Module { \
+   public:                                                                         \
+    Tensor forward(const Tensor& x) override { return ampgrad::name(x); }          \
+  };)
+#include "tensor/ops.def"
 
 // Zeroes each element with probability p and scales the rest by 1/(1 − p), in train mode
 // only. `gen` (optional, not owned) seeds the masks apart from the default generator.

@@ -4,7 +4,9 @@
 // composed of them: scaled_dot_product_attention (nn/attention.h). The names follow
 // torch.nn.functional's: sigmoid or softmax resolve here and in ampgrad:: as in torch and F,
 // matmul or cat only in ampgrad::, and scaled_dot_product_attention only here (torch has no
-// torch.scaled_dot_product_attention). tests/test_pytorch_names.cpp checks both lists.
+// torch.scaled_dot_product_attention). Every elementwise op of tensor/ops.def (its UNARY and
+// BINARY kinds: relu, gelu, add, ...) comes by the ops.def expansion below, so a new one needs no
+// line here. tests/test_pytorch_names.cpp checks both lists, test_opinfo.cpp the expansion.
 //
 //   namespace F = ampgrad::nn::functional;
 //   Tensor loss = F::cross_entropy(F::linear(F::relu(x), w, b), y, {.label_smoothing = 0.1});
@@ -24,7 +26,6 @@ using ampgrad::cross_entropy;
 using ampgrad::CrossEntropyOptions;
 using ampgrad::dropout;
 using ampgrad::embedding;
-using ampgrad::gelu;
 using ampgrad::group_norm;
 using ampgrad::layer_norm;
 using ampgrad::linear;
@@ -34,9 +35,10 @@ using ampgrad::mse_loss;
 using ampgrad::nll_loss;
 using ampgrad::NLLLossOptions;
 using ampgrad::Reduction;
-using ampgrad::relu;
-using ampgrad::sigmoid;
 using ampgrad::softmax;
-using ampgrad::tanh;
+// and every elementwise op of tensor/ops.def (relu, gelu, tanh, sigmoid, ..., add, eq, ...)
+#define UNARY(name, cuda, cpu, ...) using ampgrad::name;
+#define BINARY_KERNEL(name, Functor, cuda, cpu) using ampgrad::name;
+#include "tensor/ops.def"
 
 }  // namespace ampgrad::nn::functional

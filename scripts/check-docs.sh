@@ -3,7 +3,8 @@
 # docs cannot drift silently: a file or folder path (`tensor/ops.def`, a link), a `file:line` whose
 # line no longer holds the symbol written after it, a C++ name (`amp::GradScaler`, `unscale_()`)
 # that no source defines or uses, a `--flag` that no program, script or build file knows, and the
-# policy table of docs/amp-policy.md against what `mnist --amp-policy` prints from tensor/ops.def.
+# policy table of docs/amp-policy.md against what `mnist --amp-policy` prints from tensor/ops.def,
+# and docs/features.md's "Every op" list against the same ops.
 # Each finding names the doc, its line and what is missing. Run by .ci/run after the build.
 #
 #   scripts/check-docs.sh                  # uses build/examples/mnist for the policy table
@@ -148,6 +149,15 @@ for op, row in printed.items():
 for op, (row, n) in documented.items():
     if op not in printed:
         say("docs/amp-policy.md", n, f"the table has '{op}', which tensor/ops.def does not register")
+
+# docs/features.md's "Every op" paragraph names every op tensor/ops.def registers
+features = open("docs/features.md").read()
+every = re.search(r"^Every op\b.*?(?=\n\n)", features, re.S | re.M)
+at = features[: every.start()].count("\n") + 1 if every else 0
+listed = set(re.findall(r"\w+", every.group(0))) if every else set()
+for op in printed:
+    if op not in listed:
+        say("docs/features.md", at, f"the 'Every op' list lacks '{op}' (tensor/ops.def registers it)")
 
 for p in problems:
     print(p)

@@ -79,7 +79,7 @@ template <class F, class T, class A> constexpr bool defined_for =
 // tensor/ops.def: a kernel registered there with no functor here fails to compile, naming it.
 template <class Body> void with_unary(Unary op, Body&& body) {
   switch (op) {
-#define UNARY_KERNEL(name, Functor, cuda, cpu) case Unary::name: return body(Functor{});
+#define UNARY_KERNEL(name, Functor, cuda, cpu, ...) case Unary::name: return body(Functor{});
 #include "tensor/ops.def"
   }
 }
@@ -92,7 +92,7 @@ template <class Body> void with_binary(Binary op, Body&& body) {
 }
 // A functor of the wrong arity, or a comparison that does not return bool, fails here, naming its
 // op, not deep inside a backend's loop.
-#define UNARY_KERNEL(name, Functor, cuda, cpu) static_assert(std::is_invocable_v<Functor, float>, "Unary::" #name ": " #Functor " must take one value");
+#define UNARY_KERNEL(name, Functor, cuda, cpu, ...) static_assert(std::is_invocable_v<Functor, float>, "Unary::" #name ": " #Functor " must take one value");
 #define BINARY_KERNEL(name, Functor, cuda, cpu) static_assert(std::is_invocable_v<Functor, float, float>, "Binary::" #name ": " #Functor " must take two values");
 #define BACKWARD_KERNEL(name, Functor) BINARY_KERNEL(name, Functor, , )
 #define COMPARE_KERNEL(name, Functor, cuda, cpu) static_assert(is_comparison<Functor>, "Binary::" #name ": a comparison's " #Functor " must return bool");

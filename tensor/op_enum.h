@@ -7,7 +7,7 @@
 namespace ampgrad::kernels {
 
 enum class Unary : uint8_t {
-#define UNARY_KERNEL(name, Functor, cuda, cpu) name,
+#define UNARY_KERNEL(name, Functor, cuda, cpu, ...) name,
 #include "tensor/ops.def"
 };
 enum class Binary : uint8_t {
@@ -26,7 +26,7 @@ constexpr bool is_comparison_op(Binary op) {
 
 constexpr const char* unary_name(Unary op) {
   switch (op) {
-#define UNARY_KERNEL(name, Functor, cuda, cpu) case Unary::name: return #name;
+#define UNARY_KERNEL(name, Functor, cuda, cpu, ...) case Unary::name: return #name;
 #include "tensor/ops.def"
   }
   return "?";

@@ -1,14 +1,9 @@
-// test_cuda.cpp — the CUDA backend against the CPU: every op of autograd/ops.h on both devices
-// (forward and backward, float32 / float16 / bfloat16), host <-> device copies of every dtype,
-// the caching allocator, the GradScaler's fused kernels, the sync-free optimizer step, TF32's
-// default. Every case that needs a GPU opens with SKIP_WITHOUT_GPU(): on a machine without one
-// it reports itself skipped. The CPU backend is the reference: test_ops.cpp checks it against closed forms.
-// The numeric suites also run their own cases on CUDA (tests/devices.h); this file holds what
-// needs both devices at once.
-//
-// Adding an op: one row in op_table() — its name, input shapes and value range, the op as a
-// lambda, the longest float32 sum in its forward or backward (R) and the roundings an output
-// passes through (steps). The tolerance follows from them (see cpu_cuda_tolerance()).
+// test_cuda.cpp — the CUDA backend against the CPU beyond the ops: the elementwise kernels' runs of
+// neighbours, host <-> device copies of every dtype, the caching allocator, the GradScaler's fused
+// kernels, the sync-free optimizer step, TF32's default. Every case that needs a GPU opens with
+// SKIP_WITHOUT_GPU(): on a machine without one it reports itself skipped. Every op against the
+// CPU, on every OpInfo sample, is test_opinfo.cpp's; the numeric suites also run their own cases
+// on CUDA (tests/devices.h). This file holds what needs both devices at once.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -22,10 +17,8 @@
 #include "amp/amp_kernels.h"
 #include "amp/grad_scaler.h"
 #include "autograd/ops.h"
-#include "nn/attention.h"
 #include "optim/optim.h"
 #include "skip.h"
-#include "tolerance.h"
 #ifdef AMPGRAD_WITH_CUDA
 #include "tensor/cuda/runtime.h"
 #endif
@@ -44,215 +37,7 @@ std::vector<uint8_t> bytes(const Tensor& t) {
   return b;
 }
 
-// Both backends compute in float32 ("opmath") and round each primitive's result to the dtype
-// once, so they differ only where their float32 intermediates do:
-//  - elementwise math: the host's libm and CUDA's differ by a few float32 ulps, which can flip
-//    the rounding to the dtype: at most one ulp of it, eps(dtype)·|y|, per primitive an output
-//    passes through (`steps`, forward and backward);
-//  - a float32 sum of R terms added in another order: about R·eps(float32) times the terms'
-//    scale (the bound; a random walk gives √R of it).
-// The scale is the larger of the output's largest magnitude and the terms' (the inputs', times
-// the upstream gradient's in backward): a sum that cancels to nearly 0 still carries the
-// rounding of its terms, and so does x − mean inside a composite like layer_norm.
-//   |cpu − cuda| <= (steps·eps(dtype) + R·eps(float32)) · max(max|cpu|, terms)
-// (float32 sums for float64 too: test_util.h's tolerance would hold float64 to its own epsilon.)
-double cpu_cuda_tolerance(DType dtype, int steps, int64_t R, double scale) {
-  return (steps * eps(dtype) + double(R) * eps(kFloat32)) * scale;
-}
-
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (double x : to_vector<double>(t)) m = std::max(m, std::abs(x));
-  return m;
-}
-
-// Element-wise |a − b| <= tol, NaN matching NaN; names the first offender. `rounded` >= 0: the
-// forward of a 16-bit op that rounds that many times before its last, held per element to
-// tolerance.h's cpu_cuda_half_tolerance rather than to the chain bound above.
-void check_close(const std::string& what, const Tensor& on_cpu, const Tensor& on_gpu, int steps, int64_t R, double terms, int rounded = -1) {
-  REQUIRE_MESSAGE(on_gpu.device().is_cuda(), what << " ran on " << on_gpu.device().str());
-  REQUIRE_MESSAGE((on_cpu.shape() == on_gpu.shape() && on_cpu.dtype() == on_gpu.dtype()),
-                  what << ": cpu " << shape_str(on_cpu.shape()) << " " << dtype_name(on_cpu.dtype()) << ", cuda "
-                       << shape_str(on_gpu.shape()) << " " << dtype_name(on_gpu.dtype()));
-  const std::vector<double> a = to_vector<double>(on_cpu), b = to_vector<double>(on_gpu);
-  const double scale = std::max(max_abs(on_cpu), terms);
-  const double chain = on_cpu.is_floating_point() ? cpu_cuda_tolerance(on_cpu.dtype(), steps, R, scale) : 0.0;
-  const bool per_element = rounded >= 0 && is_half(on_cpu.dtype());
-  double tol = chain;
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (per_element) tol = cpu_cuda_half_tolerance(on_cpu.dtype(), rounded, R, std::max(std::abs(a[i]), std::abs(b[i])), scale);
-    const bool ok = a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])) || std::abs(a[i] - b[i]) <= tol;
-    if (!ok && bad++ == 0) first = i;
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << a.size() << " elements differ by more than " << tol << "; element "
-                               << first << ": cpu " << (bad ? a[first] : 0) << ", cuda " << (bad ? b[first] : 0));
-}
-
-struct OpCase {
-  const char* name;
-  std::vector<Shape> shapes;  // floating inputs, uniform in [lo, hi)
-  double lo, hi;
-  int64_t R;  // the longest float32 sum in forward or backward
-  int steps;  // roundings to the dtype along the longest chain, forward and backward
-  std::function<Tensor(In)> f;
-  int rounded = 0;  // a simple op's forward: roundings to the dtype before its last (check_close)
-};
-
-// A constant tensor where x lives (targets, conditions).
-Tensor beside(const Tensor& x, const Tensor& t) { return t.to(x.device()); }
-
-// Every op of autograd/ops.h. Steps: 8 for a primitive and its backward (a backward such as
-// sigmoid's, g·y·(1 − y), is three more roundings), 32 for composites of many primitives, whose
-// forward keeps that chain bound too; a simple op's 16-bit forward is held per element, its
-// roundings before the last counted in `rounded`.
-constexpr int simple = 8, composite = 32;
-std::vector<OpCase> op_table() {
-  return {
-      // ---- elementwise (broadcasting: the broadcast input's gradient sums over the broadcast dims)
-      {"add", {{4, 6}, {6}}, -1, 1, 4, simple, [](In i) { return add(i[0], i[1]); }},
-      {"sub", {{4, 1}, {1, 6}}, -1, 1, 6, simple, [](In i) { return sub(i[0], i[1]); }},
-      {"mul", {{4, 6}, {4, 1}}, -1, 1, 6, simple, [](In i) { return mul(i[0], i[1]); }},
-      {"div", {{4, 6}, {6}}, 0.5, 2, 4, simple, [](In i) { return div(i[0], i[1]); }},
-      // five roundings before the last: 2 − x, ·3, 1.5/x, and two of the sums (x/4 and −x are exact)
-      {"scalar operators", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return (2.0 - i[0]) * 3.0 + 1.5 / i[0] - i[0] / 4.0 + (-i[0]); }, 5},
-      {"neg", {{4, 6}}, -1, 1, 1, simple, [](In i) { return neg(i[0]); }},
-      {"pow 3", {{4, 6}}, -1, 1, 1, simple, [](In i) { return pow(i[0], 3); }},
-      {"pow 0.5", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return pow(i[0], 0.5); }},
-      {"exp", {{4, 6}}, -2, 2, 1, simple, [](In i) { return exp(i[0]); }},
-      {"log", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return log(i[0]); }},
-      {"log1p", {{4, 6}}, -0.5, 2, 1, simple, [](In i) { return log1p(i[0]); }},
-      {"sqrt", {{4, 6}}, 0.5, 2, 1, simple, [](In i) { return sqrt(i[0]); }},
-      {"abs", {{4, 6}}, -1, 1, 1, simple, [](In i) { return abs(i[0]); }},
-      {"tanh", {{4, 6}}, -2, 2, 1, simple, [](In i) { return tanh(i[0]); }},
-      {"sigmoid", {{4, 6}}, -3, 3, 1, simple, [](In i) { return sigmoid(i[0]); }},
-      {"relu", {{4, 6}}, -1, 1, 1, simple, [](In i) { return relu(i[0]); }},
-      {"gelu", {{4, 6}}, -3, 3, 1, simple, [](In i) { return gelu(i[0]); }},
-      {"clamp", {{4, 6}}, -1, 1, 1, simple, [](In i) { return clamp(i[0], -0.5, 0.5); }},
-      {"clamp min only", {{4, 6}}, -1, 1, 1, simple, [](In i) { return clamp(i[0], 0.0, std::nullopt); }},
-      {"where", {{4, 6}, {6}}, -1, 1, 4, simple, [](In i) { return where(gt(i[0], i[1]), i[0], i[1]); }},
-      // comparisons: bool outputs, which must match exactly; clamp makes ties for eq/le/ge
-      {"eq", {{4, 6}}, -1, 1, 0, 0, [](In i) { return eq(i[0], clamp(i[0], -0.5, 0.5)); }},
-      {"ne", {{4, 6}}, -1, 1, 0, 0, [](In i) { return ne(i[0], clamp(i[0], -0.5, 0.5)); }},
-      {"lt", {{4, 6}, {6}}, -1, 1, 0, 0, [](In i) { return lt(i[0], i[1]); }},
-      {"le", {{4, 6}}, -1, 1, 0, 0, [](In i) { return le(i[0], clamp(i[0], -0.5, 0.5)); }},
-      {"gt", {{4, 6}, {4, 1}}, -1, 1, 0, 0, [](In i) { return gt(i[0], i[1]); }},
-      {"ge", {{4, 6}}, -1, 1, 0, 0, [](In i) { return ge(i[0], clamp(i[0], -0.5, 0.5)); }},
-      // ---- reductions
-      {"sum all", {{5, 7}}, -1, 1, 35, simple, [](In i) { return sum(i[0]); }},
-      {"sum dim 0 keepdim", {{5, 7}}, -1, 1, 5, simple, [](In i) { return sum(i[0], {0}, true); }},
-      {"sum dims (0, 2)", {{3, 4, 5}}, -1, 1, 15, simple, [](In i) { return sum(i[0], {0, 2}); }},
-      {"mean dim 1", {{5, 7}}, -1, 1, 7, simple, [](In i) { return mean(i[0], {1}); }},
-      {"mean all", {{5, 7}}, -1, 1, 35, simple, [](In i) { return mean(i[0]); }},
-      {"max all", {{5, 7}}, -1, 1, 1, simple, [](In i) { return max(i[0]); }},
-      {"min all", {{5, 7}}, -1, 1, 1, simple, [](In i) { return min(i[0]); }},
-      {"max dim 1", {{5, 7}}, -1, 1, 1, simple, [](In i) { return max(i[0], 1).first; }},
-      {"min dim 0 keepdim", {{5, 7}}, -1, 1, 1, simple, [](In i) { return min(i[0], 0, true).first; }},
-      {"max dim indices", {{5, 7}}, -1, 1, 0, 0, [](In i) { return max(i[0], 1).second; }},
-      {"argmax dim 0", {{5, 7}}, -1, 1, 0, 0, [](In i) { return argmax(i[0], 0); }},
-      {"argmax all", {{5, 7}}, -1, 1, 0, 0, [](In i) { return argmax(i[0]); }},
-      // ---- shapes and views: exact forward; backward copies, scatters or sums (expand)
-      {"reshape", {{4, 6}}, -1, 1, 1, simple, [](In i) { return reshape(i[0], {3, -1}) * 2.0; }},
-      {"view", {{4, 6}}, -1, 1, 1, simple, [](In i) { return view(i[0], {24}) * 2.0; }},
-      {"flatten", {{2, 3, 4}}, -1, 1, 1, simple, [](In i) { return flatten(i[0], 1) * 2.0; }},
-      {"transpose", {{4, 6}}, -1, 1, 1, simple, [](In i) { return transpose(i[0], 0, 1) * 2.0; }},
-      {"permute", {{2, 3, 4}}, -1, 1, 1, simple, [](In i) { return permute(i[0], {2, 0, 1}) * 2.0; }},
-      {"narrow", {{4, 6}}, -1, 1, 1, simple, [](In i) { return narrow(i[0], 1, 2, 3) * 2.0; }},
-      {"select", {{4, 6}}, -1, 1, 1, simple, [](In i) { return select(i[0], 0, 2) * 2.0; }},
-      // column 5 selected twice: its gradient adds two terms
-      {"index_select", {{3, 4, 6}}, -1, 1, 2, simple, [](In i) { return index_select(i[0], 2, beside(i[0], from_vector<int64_t>({5, 0, 5, 2}))) * 2.0; }},
-      {"expand", {{4, 1}}, -1, 1, 6, simple, [](In i) { return expand(i[0], {4, 6}) * 2.0; }},
-      {"unsqueeze", {{4, 6}}, -1, 1, 1, simple, [](In i) { return unsqueeze(i[0], 1) * 2.0; }},
-      {"squeeze", {{4, 1, 6}}, -1, 1, 1, simple, [](In i) { return squeeze(i[0]) * 2.0; }},
-      {"contiguous", {{4, 6}}, -1, 1, 1, simple, [](In i) { return contiguous(transpose(i[0], 0, 1)) * 2.0; }},
-      {"clone", {{4, 6}}, -1, 1, 1, simple, [](In i) { return clone(i[0]) * 2.0; }},
-      {"cat", {{2, 6}, {3, 6}}, -1, 1, 1, simple, [](In i) { return cat({i[0], i[1]}, 0) * 2.0; }},
-      {"stack", {{4, 6}, {4, 6}}, -1, 1, 1, simple, [](In i) { return stack({i[0], i[1]}, 1) * 2.0; }},
-      // ---- casts
-      {"to dtype", {{4, 6}}, -1, 1, 1, simple, [](In i) { return to(i[0], i[0].dtype() == kFloat32 ? kBFloat16 : kFloat32) * 2.0; }},
-      {"to device and back", {{4, 6}}, -1, 1, 1, simple, [](In i) { return to(to(i[0], Device::cpu()), i[0].device()) * 2.0; }},
-      // ---- linear algebra (R: K forward; N and M (times batch) in the two backward products)
-      {"matmul dot", {{16}, {16}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
-      {"matmul (M,K)(K)", {{5, 16}, {16}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
-      {"matmul (K)(K,N)", {{16}, {16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
-      {"matmul (M,K)(K,N)", {{5, 16}, {16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
-      {"matmul a·bᵀ (OP_T)", {{5, 16}, {7, 16}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1].t()); }},
-      {"matmul aᵀ·b (OP_T)", {{16, 5}, {16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0].t(), i[1]); }},
-      {"matmul strided (copy)", {{5, 32}, {16, 7}}, -1, 1, 16, simple,
-       [](In i) { return matmul(select(reshape(i[0], {5, 16, 2}), 2, 0), i[1]); }},  // strides (32, 2)
-      {"matmul batched", {{3, 5, 16}, {3, 16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
-      {"matmul batched (B,M,K)(K,N)", {{3, 5, 16}, {16, 7}}, -1, 1, 16, simple, [](In i) { return matmul(i[0], i[1]); }},
-      // a's gradient sums N·B = 21 products over the broadcast batch
-      {"matmul broadcast batch (1,M,K)(B,K,N)", {{1, 5, 16}, {3, 16, 7}}, -1, 1, 21, simple, [](In i) { return matmul(i[0], i[1]); }},
-      {"linear", {{6, 16}, {5, 16}, {5}}, -1, 1, 16, simple, [](In i) { return linear(i[0], i[1], i[2]); }, 1},  // the product, then the bias
-      // ---- neural-network ops
-      {"softmax last dim", {{4, 9}}, -3, 3, 9, simple, [](In i) { return softmax(i[0], 1); }},
-      {"softmax dim 0", {{4, 9}}, -3, 3, 4, simple, [](In i) { return softmax(i[0], 0); }},
-      {"log_softmax", {{4, 9}}, -3, 3, 9, simple, [](In i) { return log_softmax(i[0], -1); }},
-      {"cross_entropy", {{4, 9}}, -3, 3, 9, composite,
-       [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>({0, 8, 3, 3}))); }},
-      {"cross_entropy label smoothing", {{4, 9}}, -3, 3, 9, composite,
-       [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>({1, 2, 7, 0})), {.label_smoothing = 0.1}); }},
-      {"cross_entropy weight, ignore_index, per sample", {{4, 9}}, -3, 3, 9, composite,
-       [](In i) {
-         return cross_entropy(i[0], beside(i[0], from_vector<int64_t>({1, -100, 7, 7})),
-                              {.weight = beside(i[0], arange(0.5, 2.75, 0.25)), .reduction = Reduction::None, .label_smoothing = 0.1});
-       }},
-      {"nll_loss", {{4, 9}}, -3, 0, 4, simple, [](In i) { return nll_loss(i[0], beside(i[0], from_vector<int64_t>({5, 0, 8, 2}))); }},
-      {"nll_loss weight, ignore_index, sum", {{4, 9}}, -3, 0, 4, simple,
-       [](In i) {
-         return nll_loss(i[0], beside(i[0], from_vector<int64_t>({5, 0, 3, 3})),
-                         {.weight = beside(i[0], arange(0.5, 2.75, 0.25)), .ignore_index = 3, .reduction = Reduction::Sum});
-       }},
-      {"mse_loss", {{4, 6}, {4, 6}}, -1, 1, 24, composite, [](In i) { return mse_loss(i[0], i[1]); }},
-      {"conv2d", {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}}, -1, 1, 72, composite, [](In i) { return conv2d(i[0], i[1], i[2], 1, 1); }},
-      {"conv2d stride 2", {{2, 3, 7, 7}, {4, 3, 3, 3}}, -1, 1, 27, composite, [](In i) { return conv2d(i[0], i[1], {}, 2, 0); }},
-      {"max_pool2d", {{2, 3, 6, 6}}, -1, 1, 1, simple, [](In i) { return max_pool2d(i[0], 2); }},
-      {"layer_norm", {{4, 8}, {8}, {8}}, -1, 1, 8, composite, [](In i) { return layer_norm(i[0], {8}, i[1], i[2]); }},
-      {"batch_norm", {{4, 3, 2, 2}, {3}, {3}}, -1, 1, 16, composite, [](In i) { return batch_norm(i[0], {}, {}, i[1], i[2], true); }},
-      {"group_norm", {{4, 6, 2, 2}, {6}, {6}}, -1, 1, 16, composite, [](In i) { return group_norm(i[0], 3, i[1], i[2]); }},
-      {"dropout", {{4, 6}}, -1, 1, 1, simple, [](In i) {
-         Generator g(7);  // drawn on the host: the same mask on both devices
-         return dropout(i[0], 0.3, true, &g);
-       }},
-      // rows 4 and 0 gathered twice: their gradients add two terms
-      {"embedding", {{5, 6}}, -1, 1, 2, simple, [](In i) { return embedding(beside(i[0], from_vector<int64_t>({4, 0, 4, 2, 0})), i[0]); }},
-      {"scaled_dot_product_attention causal", {{2, 5, 8}, {2, 5, 8}, {2, 5, 4}}, -1, 1, 8, composite,
-       [](In i) { return nn::functional::scaled_dot_product_attention(i[0], i[1], i[2], {.is_causal = true}); }},
-  };
-}
-
 }  // namespace
-
-TEST_CASE("every op of autograd/ops.h: CUDA matches the CPU, forward and backward") {
-  SKIP_WITHOUT_GPU();
-  for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
-    for (const OpCase& op : op_table()) {
-      const std::string what = std::string(op.name) + " (" + dtype_name(dtype) + ")";
-      manual_seed(42);
-      std::vector<Tensor> on_cpu, on_gpu;
-      double inputs = 0;  // the inputs' largest magnitude: the forward terms' scale
-      for (const Shape& s : op.shapes) {
-        Tensor x = (rand(s, kFloat64) * (op.hi - op.lo) + op.lo).to(dtype);
-        on_cpu.push_back(x.detach().requires_grad_());
-        on_gpu.push_back(x.to(gpu).detach().requires_grad_());
-        inputs = std::max(inputs, max_abs(x));
-      }
-      Tensor y_cpu = op.f(on_cpu), y_gpu = op.f(on_gpu);
-      check_close(what + " forward", y_cpu, y_gpu, op.steps, op.R, inputs, op.steps == composite ? -1 : op.rounded);
-      if (!y_cpu.requires_grad()) continue;  // comparisons and indices: no gradient
-      Tensor g = randn(y_cpu.shape(), y_cpu.dtype());
-      y_cpu.backward(g);
-      y_gpu.backward(g.to(gpu));
-      for (size_t k = 0; k < on_cpu.size(); ++k) {
-        REQUIRE_MESSAGE(on_gpu[k].grad().defined() == on_cpu[k].grad().defined(), what << ": gradient of input " << k);
-        if (on_cpu[k].grad().defined())
-          check_close(what + " gradient of input " + std::to_string(k), on_cpu[k].grad(), on_gpu[k].grad(), op.steps, op.R,
-                      max_abs(g) * std::max(inputs, 1.0));
-      }
-    }
-  }
-}
 
 // The elementwise kernels move aligned runs of neighbours as vectors where every operand allows
 // (tensor/cuda/indexing.h's moves_in_runs), one element at a time elsewhere: both ways must give

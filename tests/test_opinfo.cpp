@@ -1,10 +1,11 @@
 // test_opinfo.cpp — one OpInfo entry per op (as PyTorch's OpInfo and ggml's test-backend-ops)
-// drives every test of the op, on every device: forward against a float64 reference in every
-// dtype, on a finite sample and on one holding NaN and ±inf; on the CPU each 16-bit output bit for
-// bit against the op in float32 rounded once; gradcheck and gradgradcheck, the CPU against CUDA in
-// float32/float16/bfloat16, and the output dtype under autocast against the policy table
-// (tensor/ops.def). Special cases an entry cannot say (options, running statistics, masks) keep
-// their own tests in test_ops.cpp & co.
+// drives every test of the op, on every device and each sample (finite, NaN/inf, strided,
+// broadcast: sample()): forward against a float64 reference in every dtype; on the CPU each 16-bit
+// output bit for bit against the op in float32 rounded once; gradcheck and gradgradcheck, the CPU
+// against CUDA in float32/float16/bfloat16, and the output dtype under autocast against the
+// policy table (tensor/ops.def). Special cases an entry cannot say (options, running statistics,
+// masks) keep their own tests in test_ops.cpp & co. Below them, the completeness tests: every op
+// of ops.def has an entry, consults its policy row, and has the nn exposure its line generates.
 //
 // How to add a test for a new op: one entry in op_infos() — its amp::Op, a variant name, the
 // inputs' shapes and domain, the op as a lambda, and its reference in double (closed form, from
@@ -24,6 +25,8 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "devices.h"
+#include "nn/activation.h"
+#include "nn/functional.h"
 #include "test_util.h"
 #include "tolerance.h"
 
@@ -117,6 +120,16 @@ std::vector<double> gemm_nt(const std::vector<double>& a, const std::vector<doub
   return out;
 }
 double mean_of(const std::vector<double>& x) { return total(x) / double(x.size()); }
+// B products a (M, K) · b (K, N), each operand's batch stride 0 where it broadcasts: matmul's ranks
+std::vector<double> gemm_batched(const std::vector<double>& a, const std::vector<double>& b, size_t B, size_t M, size_t K, size_t N) {
+  std::vector<double> out;
+  for (size_t i = 0; i < B; ++i) {
+    const size_t ai = a.size() > M * K ? i * M * K : 0, bi = b.size() > K * N ? i * K * N : 0;
+    const std::vector<double> y = gemm_nt(std::vector(a.begin() + ai, a.begin() + ai + M * K), transposed(std::vector(b.begin() + bi, b.begin() + bi + K * N), K, N), M, K);
+    out.insert(out.end(), y.begin(), y.end());
+  }
+  return out;
+}
 
 // A constant tensor where x lives (targets, indices).
 Tensor beside(const Tensor& x, const Tensor& t) { return t.to(x.device()); }
@@ -141,11 +154,15 @@ std::vector<OpInfo> op_infos() {
       {Op::pow, "2 (squared exactly)", {{{4, 6}}}, [](In i) { return pow(i[0], 2); }, map1([](double x) { return x * x; })},
       {Op::pow, "0.5", {{{4, 6}, 0.5, 2}}, [](In i) { return pow(i[0], 0.5); }, map1([](double x) { return std::sqrt(x); })},
       {Op::clamp, "", {{{4, 6}}}, [](In i) { return clamp(i[0], -0.5, 0.5); }, map1(clamped)},
-      // ---- elementwise: binary (broadcasting has its own tests in test_ops.cpp)
+      {Op::clamp, "min only", {{{4, 6}}}, [](In i) { return clamp(i[0], 0.0, std::nullopt); }, map1([](double x) { return std::isnan(x) ? x : std::max(x, 0.0); })},
+      // ---- elementwise: binary (each also on the broadcast sample)
       {Op::add, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return add(i[0], i[1]); }, map2([](double a, double b) { return a + b; })},
       {Op::sub, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return sub(i[0], i[1]); }, map2([](double a, double b) { return a - b; })},
       {Op::mul, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return mul(i[0], i[1]); }, map2([](double a, double b) { return a * b; })},
       {Op::div, "", {{{4, 6}}, {{4, 6}, 0.5, 2}}, [](In i) { return div(i[0], i[1]); }, map2([](double a, double b) { return a / b; })},
+      // the operators with a number beside the tensor: six roundings, five before the last (x/4 and −x are exact)
+      {Op::add, "scalar operators", {{{4, 6}, 0.5, 2}}, [](In i) { return (2.0 - i[0]) * 3.0 + 1.5 / i[0] - i[0] / 4.0 + (-i[0]); },
+       map1([](double x) { return (2 - x) * 3 + 1.5 / x - x / 4 - x; }), 1, 8, true, 5},
       {Op::where, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return where(gt(i[0], i[1]), i[0], i[1]); }, map2([](double a, double b) { return a > b ? a : b; })},
       // comparisons: clamp makes ties for eq, le and ge (and a NaN is equal to nothing)
       {Op::eq, "", {{{4, 6}}}, [](In i) { return eq(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x == clamped(x)); }), 0, 0, false},
@@ -158,6 +175,14 @@ std::vector<OpInfo> op_infos() {
       {Op::sum, "all", {{{5, 7}}}, [](In i) { return sum(i[0]); }, [](const Values& v) { return std::vector{total(v[0])}; }, 35},
       {Op::sum, "dim 1", {{{5, 7}}}, [](In i) { return sum(i[0], {1}); },
        [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{total(r)}; }); }, 7},
+      {Op::sum, "dim 0 keepdim", {{{5, 7}}}, [](In i) { return sum(i[0], {0}, true); },
+       [](const Values& v) { return per_row(transposed(v[0], 5, 7), 5, [](auto r) { return std::vector{total(r)}; }); }, 5},
+      {Op::sum, "dims (0, 2)", {{{3, 4, 5}}}, [](In i) { return sum(i[0], {0, 2}); },
+       [](const Values& v) {
+         std::vector<double> out(4);
+         for (size_t k = 0; k < v[0].size(); ++k) out[k / 5 % 4] += v[0][k];
+         return out;
+       }, 15},
       {Op::mean, "all", {{{5, 7}}}, [](In i) { return mean(i[0]); }, [](const Values& v) { return std::vector{mean_of(v[0])}; }, 35},
       {Op::mean, "dim 1 keepdim", {{{5, 7}}}, [](In i) { return mean(i[0], {1}, true); },
        [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{mean_of(r)}; }); }, 7},
@@ -165,12 +190,17 @@ std::vector<OpInfo> op_infos() {
       {Op::max, "dim 1", {{{5, 7}}}, [](In i) { return max(i[0], 1).first; },
        [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{r[extreme(r, false)]}; }); }},
       {Op::min, "all", {{{5, 7}}}, [](In i) { return min(i[0]); }, [](const Values& v) { return std::vector{v[0][extreme(v[0], true)]}; }},
+      {Op::min, "dim 0 keepdim", {{{5, 7}}}, [](In i) { return min(i[0], 0, true).first; },
+       [](const Values& v) { return per_row(transposed(v[0], 5, 7), 5, [](auto r) { return std::vector{r[extreme(r, true)]}; }); }},
       // ties (likely in bfloat16) go to the first, as in PyTorch
+      {Op::max, "dim 1 indices", {{{5, 7}}}, [](In i) { return max(i[0], 1).second; },
+       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{double(extreme(r, false))}; }); }, 0, 0, false},
+      {Op::argmax, "all", {{{5, 7}}}, [](In i) { return argmax(i[0]); }, [](const Values& v) { return std::vector{double(extreme(v[0], false))}; }, 0, 0, false},
       {Op::argmax, "dim 1", {{{5, 7}}}, [](In i) { return argmax(i[0], 1); },
        [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{double(extreme(r, false))}; }); }, 0, 0, false},
       // ---- shape, views, copies
       {Op::reshape, "", {{{4, 6}}}, [](In i) { return reshape(i[0], {3, -1}); }, map1([](double x) { return x; })},
-      {Op::view, "", {{{4, 6}}}, [](In i) { return view(i[0], {24}); }, map1([](double x) { return x; })},
+      {Op::view, "", {{{4, 6}}}, [](In i) { return view(i[0], {2, 2, 6}); }, map1([](double x) { return x; })},
       {Op::flatten, "", {{{2, 3, 4}}}, [](In i) { return flatten(i[0], 1); }, map1([](double x) { return x; })},
       {Op::unsqueeze, "", {{{4, 6}}}, [](In i) { return unsqueeze(i[0], 1); }, map1([](double x) { return x; })},
       {Op::squeeze, "", {{{4, 1, 6}}}, [](In i) { return squeeze(i[0]); }, map1([](double x) { return x; })},
@@ -193,6 +223,23 @@ std::vector<OpInfo> op_infos() {
       // ---- linear algebra (R: K in the forward, M or N in the backward's products)
       {Op::matmul, "", {{{5, 16}}, {{16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
        [](const Values& v) { return gemm_nt(v[0], transposed(v[1], 16, 7), 5, 16); }, 16},
+      {Op::matmul, "dot", {{{16}}, {{16}}}, [](In i) { return matmul(i[0], i[1]); }, [](const Values& v) { return gemm_nt(v[0], v[1], 1, 16); }, 16},
+      {Op::matmul, "(M, K)(K)", {{{5, 16}}, {{16}}}, [](In i) { return matmul(i[0], i[1]); }, [](const Values& v) { return gemm_nt(v[0], v[1], 5, 16); }, 16},
+      {Op::matmul, "(K)(K, N)", {{{16}}, {{16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
+       [](const Values& v) { return gemm_nt(v[0], transposed(v[1], 16, 7), 1, 16); }, 16},
+      {Op::matmul, "batched", {{{3, 5, 16}}, {{3, 16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
+       [](const Values& v) { return gemm_batched(v[0], v[1], 3, 5, 16, 7); }, 16},
+      {Op::matmul, "batched (B, M, K)(K, N)", {{{3, 5, 16}}, {{16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
+       [](const Values& v) { return gemm_batched(v[0], v[1], 3, 5, 16, 7); }, 16},  // K; b's gradient sums B·M = 15 products
+      {Op::matmul, "broadcast batch (1, M, K)(B, K, N)", {{{1, 5, 16}}, {{3, 16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
+       [](const Values& v) { return gemm_batched(v[0], v[1], 3, 5, 16, 7); }, 21},  // a's gradient sums B·N products
+      // every other column of a (5, 32): strides (32, 2), which a GEMM takes only as a copy
+      {Op::matmul, "of a strided view (copied)", {{{5, 32}}, {{16, 7}}}, [](In i) { return matmul(select(reshape(i[0], {5, 16, 2}), 2, 0), i[1]); },
+       [](const Values& v) {
+         std::vector<double> a;
+         for (size_t k = 0; k < v[0].size(); k += 2) a.push_back(v[0][k]);
+         return gemm_nt(a, transposed(v[1], 16, 7), 5, 16);
+       }, 16},
       // the product is rounded to the dtype before the bias is added
       {Op::linear, "", {{{6, 16}}, {{5, 16}}, {{5}}}, [](In i) { return linear(i[0], i[1], i[2]); },
        [](const Values& v) {
@@ -203,6 +250,8 @@ std::vector<OpInfo> op_infos() {
       // ---- softmax and the losses, over (4, 9) logits
       {Op::softmax, "", {{{4, 9}, -3, 3}}, [](In i) { return softmax(i[0], 1); },
        [](const Values& v) { return per_row(v[0], 9, [](auto r) { return softmax_row(r, false); }); }, 9},
+      {Op::softmax, "dim 0", {{{4, 9}, -3, 3}}, [](In i) { return softmax(i[0], 0); },
+       [](const Values& v) { return transposed(per_row(transposed(v[0], 4, 9), 4, [](auto r) { return softmax_row(r, false); }), 9, 4); }, 4},
       {Op::log_softmax, "", {{{4, 9}, -3, 3}}, [](In i) { return log_softmax(i[0], -1); },
        [](const Values& v) { return per_row(v[0], 9, [](auto r) { return softmax_row(r, true); }); }, 9},
       {Op::cross_entropy, "", {{{4, 9}, -3, 3}}, [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>(kTargets))); },
@@ -262,26 +311,66 @@ double max_abs(const std::vector<double>& v) {  // of the finite values: the sca
   return m;
 }
 
-// The entry's inputs: float64 values drawn on the host in their domain, as `dtype` on `dev`.
-// The non-finite sample puts a NaN, an inf and a −inf into each input, at places that differ from
-// one input to the next (so a binary op also meets NaN against a number, and inf against −inf).
-std::vector<Tensor> sample(const OpInfo& info, Device dev, DType dtype, bool requires_grad, bool nonfinite = false) {
+// The samples every entry runs on (PyTorch's OpInfo calls them sample inputs):
+//   finite     its inputs drawn in their domain, contiguous;
+//   nonfinite  the same holding a NaN, an inf and a −inf each, at places that differ from one input
+//              to the next (so a binary op also meets NaN against a number, and inf against −inf);
+//   strided    the finite inputs handed to the op as non-contiguous views: column-major (the last
+//              two dims transposed in memory), a 1-D input every other element;
+//   broadcast  for an op that broadcasts (below) with two inputs or more: input k drawn with dim
+//              k % rank of size 1, so the op broadcasts both, and its backward sums them back.
+enum class Sample { finite, nonfinite, strided, broadcast };
+const char* sample_name(Sample kind) {
+  return kind == Sample::finite ? "" : kind == Sample::nonfinite ? ", inputs with NaN and ±inf" : kind == Sample::strided ? ", strided inputs" : ", broadcast inputs";
+}
+
+// The ops that broadcast their inputs against each other: tensor/ops.def's binary kernels, and where.
+bool broadcasts(Op op) {
+  return op == Op::where
+#define BINARY_KERNEL(name, Functor, cuda, cpu) || op == Op::name
+#include "tensor/ops.def"
+      ;
+}
+
+bool applies(const OpInfo& info, Sample kind) {
+  if (kind == Sample::nonfinite) return info.no_nonfinite.empty();
+  if (kind == Sample::broadcast) return broadcasts(info.op) && info.inputs.size() >= 2;
+  return true;
+}
+
+// The entry's inputs (the leaves a gradient is taken for): float64 values drawn on the host in
+// their domain, as `dtype` on `dev`.
+std::vector<Tensor> sample(const OpInfo& info, Device dev, DType dtype, bool requires_grad, Sample kind = Sample::finite) {
   std::vector<Tensor> in;
   for (size_t k = 0; k < info.inputs.size(); ++k) {
     const Input& i = info.inputs[k];
-    Tensor t = rand(i.shape, kFloat64) * (i.hi - i.lo) + i.lo;
-    if (nonfinite) {
+    Shape shape = i.shape;
+    if (kind == Sample::broadcast) shape[k % shape.size()] = 1;
+    Tensor t = rand(shape, kFloat64) * (i.hi - i.lo) + i.lo;
+    if (kind == Sample::nonfinite) {
       std::vector<double> v = to_vector<double>(t);
       const size_t n = v.size();
       v[k % n] = NAN;
       v[(n / 2 + k) % n] = INFINITY;
       v[(n - 1 - k % n)] = -INFINITY;
-      t = from_vector<double>(v).reshape(i.shape);
+      t = from_vector<double>(v).reshape(shape);
     }
     t = t.to(dtype).to(dev);
     in.push_back(requires_grad ? t.detach().requires_grad_() : t);
   }
   return in;
+}
+
+// The op as the sample hands it its inputs: the strided sample as non-contiguous views of the
+// leaves (differentiable, so the gradient reaches the leaves), every other as they are.
+std::function<Tensor(In)> op_on(const OpInfo& info, Sample kind) {
+  if (kind != Sample::strided) return info.f;
+  return [f = info.f](In in) {
+    std::vector<Tensor> views;
+    for (const Tensor& t : in)
+      views.push_back(t.dim() >= 2 ? transpose(contiguous(transpose(t, -2, -1)), -2, -1) : t.dim() == 1 ? select(stack({t, t}, 1), 1, 0) : t);
+    return f(views);
+  };
 }
 
 // Element-wise |a − b| <= tol (or tol_at(a, b), per element), where NaN matches only NaN and an
@@ -315,10 +404,10 @@ double half_ulp(DType dtype, double v) {
 //     its bias, silu's σ): at most one ulp of the dtype each, eps(dtype)·scale.
 //   |y − round(y32)| <= half_ulp(y) + R²·eps(float32)·scale + rounded·eps(dtype)·scale
 // With neither (R = 1 and rounded = 0) the bound is 0: the bits must agree.
-void check_rounded_once(const std::string& what, const OpInfo& info, DType dtype, const std::vector<Tensor>& in, const Tensor& out, double scale) {
+void check_rounded_once(const std::string& what, const OpInfo& info, Sample kind, DType dtype, const std::vector<Tensor>& in, const Tensor& out, double scale) {
   std::vector<Tensor> in32;
   for (const Tensor& t : in) in32.push_back(t.to(kFloat32));
-  const Tensor y32 = info.f(in32);
+  const Tensor y32 = op_on(info, kind)(in32);
   const std::vector<double> y = to_vector<double>(out), once = to_vector<double>(y32.is_floating_point() ? y32.to(dtype) : y32),
                             wide = to_vector<double>(y32);
   REQUIRE_MESSAGE(y.size() == once.size(), what << ": " << y.size() << " values against " << once.size());
@@ -339,78 +428,83 @@ const std::vector<OpInfo> kInfos = op_infos();
 
 }  // namespace
 
-// Each entry twice: on finite inputs, and on inputs holding NaN and ±inf, where the output must be
-// NaN exactly where the reference's is and ±inf where it is (NaN is never hidden; every entry takes
-// this sample unless it says why not, which the completeness test below holds it to).
-DEVICE_TEST_CASE("OpInfo: forward against the float64 reference, in every dtype, on finite and on NaN/inf inputs") {
+// Each entry on each of its samples. On the NaN/inf one the output must be NaN exactly where the
+// reference's is and ±inf where it is (NaN is never hidden; every entry takes this sample unless
+// it says why not, which the completeness test below holds it to).
+DEVICE_TEST_CASE("OpInfo: forward against the float64 reference, in every dtype, on each sample: finite, NaN/inf, strided, broadcast") {
   manual_seed(1);
   for (const OpInfo& info : kInfos)
-    for (bool nonfinite : {false, true})
+    for (Sample kind : {Sample::finite, Sample::nonfinite, Sample::strided, Sample::broadcast})
       for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
-        if (nonfinite && !info.no_nonfinite.empty()) continue;
-        const std::string what = info.name() + " in " + dtype_name(dtype) + (nonfinite ? ", inputs with NaN and ±inf" : "");
-        std::vector<Tensor> in = sample(info, dev, dtype, false, nonfinite);
-        Values values;  // the inputs as rounded to the dtype: the reference sees what the op sees
+        if (!applies(info, kind)) continue;
+        const std::string what = info.name() + " in " + dtype_name(dtype) + sample_name(kind);
+        std::vector<Tensor> in = sample(info, dev, dtype, false, kind);
+        Values values;  // the inputs as rounded to the dtype, broadcast: the reference sees what the op sees
         double scale = 0;
-        for (const Tensor& t : in) {
-          values.push_back(to_vector<double>(t));
+        for (size_t k = 0; k < in.size(); ++k) {
+          values.push_back(to_vector<double>(expand(in[k], info.inputs[k].shape)));
           scale = std::max(scale, max_abs(values.back()));
         }
-        const Tensor out = info.f(in);
+        const Tensor out = op_on(info, kind)(in);
         const std::vector<double> ref = info.reference(values);
         CHECK_MESSAGE((!out.is_floating_point() || out.dtype() == dtype), what << ": gave " << std::string(dtype_name(out.dtype())));
         scale = std::max(scale, max_abs(ref));
         const double tol = out.is_floating_point() ? tolerance(dtype, info.steps, info.R, scale) : 0.0;  // bool, int64: exact
         check_close(what, to_vector<double>(out), ref, tol);
-        if (dev.is_cpu() && is_half(dtype)) check_rounded_once(what, info, dtype, in, out, scale);
+        if (dev.is_cpu() && is_half(dtype)) check_rounded_once(what, info, kind, dtype, in, out, scale);
       }
 }
 
-DEVICE_TEST_CASE("OpInfo: gradcheck and gradgradcheck in float64") {
+DEVICE_TEST_CASE("OpInfo: gradcheck and gradgradcheck in float64, on the finite, strided and broadcast samples") {
   manual_seed(2);
-  for (const OpInfo& info : kInfos) {
-    INFO(info.name());
-    std::vector<Tensor> in = sample(info, dev, kFloat64, true);
-    if (!info.differentiable) {
-      CHECK_FALSE(info.f(in).requires_grad());
-      continue;
+  for (const OpInfo& info : kInfos)
+    for (Sample kind : {Sample::finite, Sample::strided, Sample::broadcast}) {
+      if (!applies(info, kind)) continue;
+      INFO(std::string(info.name() + sample_name(kind)));
+      std::vector<Tensor> in = sample(info, dev, kFloat64, true, kind);
+      if (!info.differentiable) {
+        CHECK_FALSE(op_on(info, kind)(in).requires_grad());
+        continue;
+      }
+      CHECK(gradcheck(op_on(info, kind), in));
+      CHECK(gradgradcheck(op_on(info, kind), in));
     }
-    CHECK(gradcheck(info.f, in));
-    CHECK(gradgradcheck(info.f, in));
-  }
 }
 
 // The CPU is the reference here; both compute in float32 and round on store, so they differ
 // only where their float32 intermediates do (libm against CUDA's, sums in another order). A
 // 16-bit forward is held per element (tolerance.h's cpu_cuda_half_tolerance), the rest to the
 // chain bound of tolerance().
-TEST_CASE("OpInfo: the CPU and CUDA agree in float32, float16 and bfloat16, forward and backward") {
+TEST_CASE("OpInfo: the CPU and CUDA agree in float32, float16 and bfloat16, forward and backward, on the finite, strided and broadcast samples") {
   SKIP_WITHOUT_GPU();
   manual_seed(3);
   for (const OpInfo& info : kInfos)
-    for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
-      const std::string what = info.name() + " in " + dtype_name(dtype);
-      std::vector<Tensor> on_cpu = sample(info, Device::cpu(), dtype, info.differentiable), on_gpu;
-      double scale = 0;
-      for (const Tensor& t : on_cpu) {
-        on_gpu.push_back(info.differentiable ? t.detach().to(Device::cuda()).requires_grad_() : t.to(Device::cuda()));
-        scale = std::max(scale, max_abs(to_vector<double>(t)));
+    for (Sample kind : {Sample::finite, Sample::strided, Sample::broadcast})
+      for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
+        if (!applies(info, kind)) continue;
+        const std::string what = info.name() + " in " + dtype_name(dtype) + sample_name(kind);
+        const auto f = op_on(info, kind);
+        std::vector<Tensor> on_cpu = sample(info, Device::cpu(), dtype, info.differentiable, kind), on_gpu;
+        double scale = 0;
+        for (const Tensor& t : on_cpu) {
+          on_gpu.push_back(info.differentiable ? t.detach().to(Device::cuda()).requires_grad_() : t.to(Device::cuda()));
+          scale = std::max(scale, max_abs(to_vector<double>(t)));
+        }
+        Tensor y_cpu = f(on_cpu), y_gpu = f(on_gpu);
+        const std::vector<double> a = to_vector<double>(y_cpu), b = to_vector<double>(y_gpu);
+        scale = std::max(scale, max_abs(a));
+        const double tol = y_cpu.is_floating_point() ? tolerance(dtype, info.steps, info.R, scale) : 0.0;
+        if (is_half(dtype) && y_cpu.is_floating_point())  // held per element: tolerance.h's cpu_cuda_half_tolerance
+          check_close(what + ", forward", a, b, [&](double x, double y) { return cpu_cuda_half_tolerance(dtype, info.rounded, info.R, std::max(std::abs(x), std::abs(y)), scale); });
+        else
+          check_close(what + ", forward", a, b, tol);
+        if (!info.differentiable) continue;
+        Tensor v = rand(y_cpu.shape(), dtype);  // the cotangent, |v| < 1
+        y_cpu.backward(v);
+        y_gpu.backward(v.to(Device::cuda()));
+        for (size_t k = 0; k < on_cpu.size(); ++k)
+          check_close(what + ", gradient of input " + std::to_string(k), to_vector<double>(on_cpu[k].grad()), to_vector<double>(on_gpu[k].grad()), tol);
       }
-      Tensor y_cpu = info.f(on_cpu), y_gpu = info.f(on_gpu);
-      const std::vector<double> a = to_vector<double>(y_cpu), b = to_vector<double>(y_gpu);
-      scale = std::max(scale, max_abs(a));
-      const double tol = y_cpu.is_floating_point() ? tolerance(dtype, info.steps, info.R, scale) : 0.0;
-      if (is_half(dtype) && y_cpu.is_floating_point())  // held per element: tolerance.h's cpu_cuda_half_tolerance
-        check_close(what + ", forward", a, b, [&](double x, double y) { return cpu_cuda_half_tolerance(dtype, info.rounded, info.R, std::max(std::abs(x), std::abs(y)), scale); });
-      else
-        check_close(what + ", forward", a, b, tol);
-      if (!info.differentiable) continue;
-      Tensor v = rand(y_cpu.shape(), dtype);  // the cotangent, |v| < 1
-      y_cpu.backward(v);
-      y_gpu.backward(v.to(Device::cuda()));
-      for (size_t k = 0; k < on_cpu.size(); ++k)
-        check_close(what + ", gradient of input " + std::to_string(k), to_vector<double>(on_cpu[k].grad()), to_vector<double>(on_gpu[k].grad()), tol);
-    }
 }
 
 // Under autocast each op runs as its row says (amp/policy.h): lower_precision in the autocast
@@ -448,6 +542,23 @@ TEST_CASE("every op of tensor/ops.def has an OpInfo entry or is tested by hand e
     const auto by = std::count_if(hand.begin(), hand.end(), [&](const ByHand& h) { return h.op == op; });
     CHECK_MESSAGE(((entries > 0) != (by > 0) && by <= 1), amp::policy(op).name << ": " << entries << " OpInfo entries, " << by << " by hand");
   }
+}
+
+// What ops.def's line gives an elementwise op beyond the op itself: its name in nn::functional and,
+// for an activation (a line naming a Module), that nn::Module, each running the op itself. A name
+// the expansion lost fails to compile, naming it; a Module running another op fails here.
+TEST_CASE("every elementwise op of tensor/ops.def is in nn::functional, and every activation is an nn::Module running it") {
+  const Tensor x = from_vector<double>({-2, -0.5, 0, 0.5, 2}), y = from_vector<double>({1, -0.5, 3, 0.25, -2});
+  auto same = [](const Tensor& a, const Tensor& b) {  // NaN (log of −2) matching NaN
+    const std::vector<double> u = to_vector<double>(a), v = to_vector<double>(b);
+    return std::equal(u.begin(), u.end(), v.begin(), v.end(), [](double p, double q) { return p == q || (std::isnan(p) && std::isnan(q)); });
+  };
+#define UNARY(name, cuda, cpu, ...)                                                                        \
+  CHECK_MESSAGE(same(nn::functional::name(x), ampgrad::name(x)), "nn::functional::" #name " is not " #name); \
+  __VA_OPT__(CHECK_MESSAGE(same(nn::__VA_ARGS__().forward(x), ampgrad::name(x)), "nn::" #__VA_ARGS__ " does not run " #name);)
+#define BINARY_KERNEL(name, Functor, cuda, cpu) \
+  CHECK_MESSAGE(same(nn::functional::name(x, y), ampgrad::name(x, y)), "nn::functional::" #name " is not " #name);
+#include "tensor/ops.def"
 }
 
 // The NaN/inf sample is generated for every entry; one that opts out must say why in a sentence
