@@ -101,6 +101,10 @@ Tensor bmm(const Tensor& a, const Tensor& b);  // a (B, M, K) @ b (B, K, N) -> (
 // ---- neural-network ops ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// softmax(scale · q kᵀ) v as one op (PyTorch's scaled_dot_product_attention without a mask tensor or
+// dropout: nn::functional's takes those). is_causal: query i attends to keys 0..i (top-left aligned
+// when L ≠ S); scale defaults to 1/√E. q (..., L, E), k (..., S, E), v (..., S, Ev) -> (..., L, Ev)
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal = true, std::optional<double> scale = {});
 // The losses, as PyTorch's: `reduction` gives one loss per sample, their mean or their sum.
 // For the class losses, logits / log_probs (N, C) and int64 targets (N): `weight` (C) weighs
 // each class, and a mean divides by the summed weights of the targets; a target equal to

@@ -1,4 +1,5 @@
-// attention.cpp — scaled dot-product attention from matmul, where, softmax and dropout.
+// attention.cpp — scaled dot-product attention: the fused op where it applies, else composed from
+// matmul, where, softmax and dropout (a mask tensor, dropout).
 #include "nn/attention.h"
 
 #include <cmath>
@@ -21,6 +22,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                                                                                << dtype_name(mask_in.dtype()));
   AMPGRAD_CHECK(!(o.is_causal && mask_in.defined()), "scaled_dot_product_attention: give attn_mask or is_causal, not both");
   AMPGRAD_CHECK(o.dropout_p >= 0 && o.dropout_p <= 1, "scaled_dot_product_attention: dropout_p must be in [0, 1], got " << o.dropout_p);
+  // Without a mask tensor or dropout, one fused op (autograd/attention.cpp); this composite is its reference.
+  if (!mask_in.defined() && o.dropout_p == 0) return ampgrad::scaled_dot_product_attention(q, k, v, o.is_causal, o.scale);
   const int64_t L = q.size(-2), S = k.size(-2);
   // Scale q and k by √|scale| each (q's sign carries a negative scale) rather than the product by
   // scale, as PyTorch's math path does: in float16 the product itself can overflow 65504 first.

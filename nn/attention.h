@@ -1,7 +1,8 @@
 // attention.h — scaled dot-product attention, as torch.nn.functional.scaled_dot_product_attention:
-// softmax(q kᵀ · scale + mask) v. It is PyTorch's "math" path, composed of the library's ops, so
-// its backward comes free and autocast applies op by op: both GEMMs run in 16 bits, and on CUDA
-// the softmax in float32 (the policy table's rows for matmul and softmax). No fused kernel here.
+// softmax(q kᵀ · scale + mask) v. Without a mask tensor or dropout it is one fused op, ampgrad's
+// scaled_dot_product_attention (autograd/attention.cpp: the causal mask inside its softmax); with
+// them, PyTorch's "math" path, composed of the library's ops, so its backward comes free and
+// autocast applies op by op: both GEMMs run in 16 bits, and on CUDA the softmax in float32.
 // Shape letters: B batch (any leading dims, heads included), L queries, S keys, E head dim.
 //
 //   Tensor y = nn::functional::scaled_dot_product_attention(q, k, v, {.is_causal = true});

@@ -226,6 +226,20 @@ Tensor softmax_lastdim(const Tensor& x, bool log) {
   require_floating(op, x.dtype());
   return on_device(op, {&x}, [&] { return cpu::softmax_lastdim(x, log); }, [&] { return cuda::softmax_lastdim(x, log); });
 }
+// Attention's scores (B, L, S) come in the math dtype of P's: float64 for float64, else float32.
+Tensor attention_softmax(const Tensor& s, double scale, bool causal, DType out_dtype) {
+  AMPGRAD_CHECK(is_floating_point(out_dtype) && !is_storage_only(out_dtype) && s.dim() == 3 && s.dtype() == (out_dtype == kFloat64 ? kFloat64 : kFloat32),
+                "attention_softmax: cannot write " << dtype_name(out_dtype) << " weights from " << dtype_name(s.dtype()) << " scores " << shape_str(s.shape()));
+  return on_device("attention_softmax", {&s}, [&] { return cpu::attention_softmax(s, scale, causal, out_dtype); },
+                   [&] { return cuda::attention_softmax(s, scale, causal, out_dtype); });
+}
+Tensor attention_softmax_backward(const Tensor& p, const Tensor& dp, double scale, bool causal) {
+  AMPGRAD_CHECK(p.dim() == 3 && dp.shape() == p.shape() && is_floating_point(p.dtype()) && dp.dtype() == (p.dtype() == kFloat64 ? kFloat64 : kFloat32),
+                "attention_softmax_backward: expected weights (B, L, S) and their gradient in float32 (float64 for float64), got "
+                    << dtype_name(p.dtype()) << " " << shape_str(p.shape()) << " and " << dtype_name(dp.dtype()) << " " << shape_str(dp.shape()));
+  return on_device("attention_softmax_backward", {&p, &dp}, [&] { return cpu::attention_softmax_backward(p, dp, scale, causal); },
+                   [&] { return cuda::attention_softmax_backward(p, dp, scale, causal); });
+}
 Tensor cross_entropy_backward(const Tensor& logp, const Tensor& index, const Tensor& kept, const Tensor& coef, const Tensor& hit,
                               const Tensor& spread, const Tensor& scale, DType dtype) {
   const char* op = "cross_entropy_backward";

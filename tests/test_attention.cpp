@@ -6,18 +6,36 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
 
+#include "autograd/grad.h"
 #include "autograd/gradcheck.h"
 #include "devices.h"
 #include "amp/autocast.h"
 #include "nn/attention.h"
+#include "tensor/profile.h"
 #include "test_util.h"
+#include "tolerance.h"
 
 using namespace ampgrad;
 namespace F = ampgrad::nn::functional;
 using In = const std::vector<Tensor>&;
 
 static std::vector<double> vec(const Tensor& t) { return to_vector<double>(t); }
+static double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double x : vec(t)) m = std::max(m, std::abs(x));
+  return m;
+}
+// |a − b| <= tol for every element; names the first one that is not.
+static void check_near(const std::string& what, const std::vector<double>& a, const std::vector<double>& b, double tol) {
+  REQUIRE_MESSAGE(a.size() == b.size(), what);
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(std::abs(a[i] - b[i]) <= tol)) {
+      CHECK_MESSAGE(false, what << ": value " << i << ": " << a[i] << " against " << b[i] << " (tolerance " << tol << ")");
+      return;
+    }
+}
 
 DEVICE_TEST_CASE("attention by hand: two queries, two keys, one feature") {
   // scale 1: query i's scores are q_i · (1, 0) = (q_i, 0), so its weights are (e^q_i, 1) / (e^q_i + 1)
@@ -129,6 +147,60 @@ DEVICE_TEST_CASE("float16 attention: q and k scaled before their product, which 
   Tensor y = F::scaled_dot_product_attention(q, q, v);
   CHECK(y.dtype() == kFloat16);
   CHECK(vec(y) == std::vector<double>{3, 4, 5, 6, 3, 4, 5, 6});
+}
+
+// The fused op (autograd/attention.cpp) against the composite, its reference: the same causal
+// attention given as a bool mask, tril(ones(L, S)), takes the composed path of matmul, where and
+// softmax. Values and gradients, with heads, L < S and L > S. In float64 and float32 the two differ
+// by their sums' order and the composite's split of the scale (√scale on q and on k), a few
+// roundings: tolerance(dtype, 8, E, scale). In 16 bits the composite also rounds q·√scale,
+// k·√scale and the scores s to the dtype, moving each score by up to 3·eps·|s|, and the output by
+// twice that times |v| (softmax's Jacobian has row sums ≤ 2); with P and O rounded on both
+// sides, |Δy| <= (6·max|s| + 4)·eps·max|v|.
+DEVICE_TEST_CASE("the fused causal attention against the composite, values and gradients, in every dtype") {
+  manual_seed(23);
+  for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16})
+    for (const std::pair<int64_t, int64_t>& lengths : std::vector<std::pair<int64_t, int64_t>>{{5, 7}, {6, 3}}) {
+      const int64_t L = lengths.first, S = lengths.second;
+      const std::string what = std::string(dtype_name(dtype)) + ", L " + std::to_string(L) + ", S " + std::to_string(S);
+      auto r = [&](const Shape& shape) { return randn(shape).to(dtype).to(dev).requires_grad_(); };
+      Tensor q = r({2, 3, L, 8}), k = r({2, 3, S, 8}), v = r({2, 3, S, 5});
+      const Tensor tril = ge(arange(L).unsqueeze(1), arange(S).unsqueeze(0)).to(dev);
+      const Tensor fused = scaled_dot_product_attention(q, k, v), composite = F::scaled_dot_product_attention(q, k, v, {.attn_mask = tril});
+      CHECK_MESSAGE(fused.dtype() == dtype, what);
+      const double s_max = max_abs(matmul(q.to(kFloat64), k.to(kFloat64).transpose(-2, -1))) / std::sqrt(8.0);
+      const double v_max = max_abs(v), y_max = max_abs(composite);
+      const double tol = is_half(dtype) ? (6 * s_max + 4) * eps(dtype) * v_max : tolerance(dtype, 8, 8, std::max({s_max, v_max, y_max}));
+      check_near(what + ", output", vec(fused), vec(composite), tol);
+      if (is_half(dtype)) continue;  // 16-bit gradients: test_opinfo.cpp's CPU-against-CUDA check and the dtype below
+      const Tensor g = randn(fused.shape()).to(dtype).to(dev);
+      const std::vector<Tensor> d_fused = autograd::grad({fused}, {q, k, v}, {g}), d_composite = autograd::grad({composite}, {q, k, v}, {g});
+      for (size_t i = 0; i < 3; ++i) {
+        const double scale = std::max(max_abs(d_composite[i]), s_max * v_max);
+        check_near(what + ", gradient of input " + std::to_string(i), vec(d_fused[i]), vec(d_composite[i]), tolerance(dtype, 8, 8, scale));
+      }
+      // keys past the last query are seen by none: their weights are exact zeros, and so are their gradients
+      for (int64_t j = L; j < S; ++j) CHECK_MESSAGE(max_abs(d_fused[1].narrow(2, j, 1)) + max_abs(d_fused[2].narrow(2, j, 1)) == 0, what << ", key " << j);
+    }
+}
+
+// The mask is applied inside the softmax: the forward is two GEMMs and one masked softmax, with no
+// arange, ge or where pass and no -inf tensor; the backward four GEMMs (dP, dQ, dK, dV) and the
+// softmax's backward.
+TEST_CASE("the fused causal attention runs two GEMMs and one masked softmax forward, four and one backward") {
+  Tensor q = randn({6, 16, 8}).requires_grad_(), k = randn({6, 16, 8}).requires_grad_(), v = randn({6, 16, 8}).requires_grad_();
+  const Tensor g = ones({6, 16, 8});
+  std::map<std::string, int64_t> calls;  // per kernel, the backward's marked
+  {
+    Profile prof;
+    F::scaled_dot_product_attention(q, k, v, {.is_causal = true}).backward(g);
+    for (const ProfileRow& row : prof.rows()) calls[row.kernel + (row.backward ? " (backward)" : "")] = row.calls;
+  }
+  calls.erase("copy_ (backward)");  // the leaves' .grad, each gradient cloned there (accumulate_grad.cpp)
+  const std::map<std::string, int64_t> expected = {{"matmul", 2}, {"attention_softmax", 1}, {"matmul (backward)", 4}, {"attention_softmax_backward (backward)", 1}};
+  std::string seen;
+  for (const auto& call : calls) seen += call.first + " " + std::to_string(call.second) + "; ";
+  CHECK_MESSAGE(calls == expected, seen);
 }
 
 TEST_CASE("attention names what is wrong with its arguments") {

@@ -131,6 +131,32 @@ std::vector<double> gemm_batched(const std::vector<double>& a, const std::vector
   return out;
 }
 
+// softmax(scale·q kᵀ) v for q (B, L, E), k (B, S, E), v (B, S, Ev), query i seeing keys 0..i
+// where causal (top-left aligned, PyTorch's tril(ones(L, S))); the unseen keys' zero weights stay in
+// the product, as in the GEMM: 0·inf is NaN. scale 0: the default 1/√E.
+Reference attention(size_t B, size_t L, size_t S, size_t E, size_t Ev, bool causal, double scale = 0) {
+  return [=](const Values& v) {
+    const double sc = scale != 0 ? scale : 1 / std::sqrt(double(E));
+    std::vector<double> out;
+    for (size_t b = 0; b < B; ++b)
+      for (size_t i = 0; i < L; ++i) {
+        std::vector<double> s(causal ? std::min(i + 1, S) : S);
+        for (size_t j = 0; j < s.size(); ++j) {
+          for (size_t e = 0; e < E; ++e) s[j] += v[0][(b * L + i) * E + e] * v[1][(b * S + j) * E + e];
+          s[j] *= sc;
+        }
+        std::vector<double> p = softmax_row(s, false);
+        p.resize(S, 0.0);
+        for (size_t c = 0; c < Ev; ++c) {
+          double o = 0;
+          for (size_t j = 0; j < S; ++j) o += p[j] * v[2][(b * S + j) * Ev + c];
+          out.push_back(o);
+        }
+      }
+    return out;
+  };
+}
+
 // A constant tensor where x lives (targets, indices).
 Tensor beside(const Tensor& x, const Tensor& t) { return t.to(x.device()); }
 const std::vector<int64_t> kTargets = {0, 8, 3, 3};  // of (4, 9) logits: the first and last class, and a repeat
@@ -247,6 +273,13 @@ std::vector<OpInfo> op_infos() {
          for (size_t k = 0; k < y.size(); ++k) y[k] += v[2][k % 5];
          return y;
        }, 16, 8, true, 1},
+      // ---- attention (R: E, S or L, the GEMMs' sums; P is rounded to the dtype before P·V)
+      {Op::scaled_dot_product_attention, "causal, L < S", {{{2, 5, 8}}, {{2, 7, 8}}, {{2, 7, 3}}},
+       [](In i) { return scaled_dot_product_attention(i[0], i[1], i[2]); }, attention(2, 5, 7, 8, 3, true), 8, 8, true, 1},
+      {Op::scaled_dot_product_attention, "causal, heads, L > S", {{{2, 2, 6, 4}}, {{2, 2, 3, 4}}, {{2, 2, 3, 5}}},
+       [](In i) { return scaled_dot_product_attention(i[0], i[1], i[2]); }, attention(4, 6, 3, 4, 5, true), 6, 8, true, 1},
+      {Op::scaled_dot_product_attention, "not causal, scale -0.7", {{{3, 4}}, {{5, 4}}, {{5, 2}}},
+       [](In i) { return scaled_dot_product_attention(i[0], i[1], i[2], false, -0.7); }, attention(1, 3, 5, 4, 2, false, -0.7), 5, 8, true, 1},
       // ---- softmax and the losses, over (4, 9) logits
       {Op::softmax, "", {{{4, 9}, -3, 3}}, [](In i) { return softmax(i[0], 1); },
        [](const Values& v) { return per_row(v[0], 9, [](auto r) { return softmax_row(r, false); }); }, 9},

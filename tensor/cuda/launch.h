@@ -73,6 +73,12 @@ void launch_abs_max(DType dtype, const void* x, int64_t n, float* out);
 // out = x · *scale, clamped and rounded to float8_dtype (tensor/float8.h's scale_to_float8).
 void launch_scale_to_float8(DType dtype, DType float8_dtype, const void* x, const float* scale, void* out, int64_t n);
 
+// ---- attention.cu: s (B, L, S) contiguous in dtype's math type, p and ds contiguous in dtype,
+// dp like s (primitives.inc's attention_softmax and its backward) ----
+void launch_attention_softmax(DType dtype, const void* s, void* p, int64_t B, int64_t L, int64_t S, double scale, bool causal);
+void launch_attention_softmax_backward(DType dtype, const void* p, const void* dp, void* ds, int64_t B, int64_t L, int64_t S, double scale,
+                                       bool causal);
+
 // ---- softmax.cu: x and out contiguous (rows, C) ----
 void launch_softmax_rows(DType dtype, const void* x, void* out, int64_t rows, int64_t C, bool log);
 // softmax cross-entropy's gradient (primitives.inc): logp and out contiguous (N, C), index and
