@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # fuzz.sh — builds the libFuzzer harnesses of tests/fuzz/ (clang 14, ASan + UBSan, in
-# build-fuzz), writes their seed corpora with the library's own writers, and runs each harness
-# for N seconds (default 60) under a 256 MB memory limit. Prints the executions and findings of
-# each; exits non-zero on any crash, leak, out-of-memory or timeout. Inputs the fuzzer found
-# interesting stay in build-fuzz/fuzz/corpus/ for the next run; findings go to build-fuzz/fuzz/findings/.
+# build-asan beside the sanitized suites: scripts/clang-tree.sh), writes their seed corpora with
+# the library's own writers, and runs each harness for N seconds (default 60) under a 256 MB
+# memory limit. Prints the executions and findings of each; exits non-zero on any crash, leak,
+# out-of-memory or timeout. Inputs the fuzzer found interesting stay in build-asan/fuzz/corpus/
+# for the next run; findings go to build-asan/fuzz/findings/.
 #   scripts/fuzz.sh            # 60 s each
 #   scripts/fuzz.sh 600        # ten minutes each
 #   scripts/fuzz.sh 20 -seed=1 # extra arguments go to every libFuzzer run
@@ -11,12 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift $(($# > 0 ? 1 : 0))
-scripts/install-deps.sh --clang
-build=build-fuzz
-[ -f $build/CMakeCache.txt ] ||
-  cmake -S . -B $build -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug -DAMPGRAD_CUDA=OFF -DAMPGRAD_FUZZ=ON \
-    -DAMPGRAD_BUILD_TESTS=OFF -DAMPGRAD_BUILD_BENCH=OFF -DAMPGRAD_DISTRIBUTED=OFF \
-    -DCMAKE_CXX_FLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" >/dev/null
+scripts/clang-tree.sh
+build=build-asan
 cmake --build $build -j"$(nproc 2>/dev/null || echo 2)" --target fuzzers
 
 out=$build/fuzz
