@@ -39,7 +39,7 @@ void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, const Tenso
   bool any = false;
   for (const Tensor& g : grads) {
     float* p = g.data_ptr<float>();
-    bool bad = false;
+    int bad = 0;  // an int: GCC vectorises an OR-reduction into an int, not into a bool
     for (int64_t i = 0, n = g.numel(); i < n; ++i) bad |= unscale_value(p[i], inv);
     any |= bad;
   }
