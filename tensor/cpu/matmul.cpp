@@ -102,7 +102,8 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in, DType out_dtype) {
     using S = typename decltype(tag)::type;  // b's and out's storage (out is float32 instead if asked)
     using T = opmath_t<S>;                   // what the GEMM computes in
     parallel_for(B * tiles, M * K * w / 32, [&](int64_t begin, int64_t end) {
-      float* own = scratch.data_ptr<float>() + omp_get_thread_num() * scratch_size;
+      // the piece starting at 0 runs on the calling thread, which may be a thread of someone else's team
+      float* own = scratch.data_ptr<float>() + (begin == 0 ? 0 : omp_get_thread_num()) * scratch_size;
       for (int64_t t = begin; t < end; ++t) {
         const int64_t i = t / tiles, j0 = t % tiles * w, n = std::min(w, N - j0);
         const Operand tile_b = widened<S>(columns(*as_operand(b, i), j0, n, sizeof(S)), own);
