@@ -36,13 +36,9 @@ void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, const Tenso
   }
 #endif
   const float inv = *inv_scale.data_ptr<float>();
-  bool any = false;
-  for (const Tensor& g : grads) {
-    float* p = g.data_ptr<float>();
-    bool bad = false;
-    for (int64_t i = 0, n = g.numel(); i < n; ++i) bad |= unscale_value(p[i], inv);
-    any |= bad;
-  }
+  int any = 0;  // an int: GCC vectorises an OR-reduction into an int, not into a bool
+  for (const Tensor& g : grads)
+    for (float *p = g.data_ptr<float>(), *end = p + g.numel(); p != end; ++p) any |= unscale_value(*p, inv);
   if (any) *found_inf.data_ptr<float>() = 1.f;
 }
 

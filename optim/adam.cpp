@@ -49,11 +49,11 @@ AdamHyperparams Adam::hyperparams(size_t group) const {
   return {lr(group), o.betas.first, o.betas.second, o.eps, o.weight_decay, decoupled_};
 }
 
-void Adam::update_cpu(size_t group, float* p, const float* g, int64_t n, int64_t step, ParamState& st) {
+void Adam::update_cpu(size_t group, float* p, const float* g, int64_t begin, int64_t end, int64_t step, ParamState& st) {
   const AdamScalars s = adam_scalars(hyperparams(group), step);
   float* m = st.buffers.at("exp_avg").data_ptr<float>();
   float* v = st.buffers.at("exp_avg_sq").data_ptr<float>();
-  for (int64_t i = 0; i < n; ++i) adam_update(p[i], g[i], m[i], v[i], s);
+  for (int64_t i = begin; i < end; ++i) adam_update(p[i], g[i], m[i], v[i], s);
 }
 
 #ifdef AMPGRAD_WITH_CUDA

@@ -38,7 +38,7 @@ class Adam : public Optimizer {
   std::vector<std::string> buffer_names(size_t) const override { return {"exp_avg", "exp_avg_sq"}; }
   std::map<std::string, double> options_state(size_t group) const override;
   void load_options(size_t group, const std::map<std::string, double>& options) override;
-  void update_cpu(size_t group, float* param, const float* grad, int64_t n, int64_t step, ParamState& state) override;
+  void update_cpu(size_t group, float* param, const float* grad, int64_t begin, int64_t end, int64_t step, ParamState& state) override;
 #ifdef AMPGRAD_WITH_CUDA
   void update_cuda(size_t group, const std::vector<FusedParam>& params, const float* found_inf) override;
 #endif

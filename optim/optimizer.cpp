@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "tensor/checked_int.h"
+#include "tensor/cpu/parallel.h"
 #include "tensor/observer.h"
 #ifdef AMPGRAD_WITH_CUDA
 #include "tensor/cuda/runtime.h"  // DeviceGuard
@@ -141,7 +142,9 @@ void Optimizer::run_step(const Tensor& found_inf) {
   for (size_t i : active) {
     ParamState& st = state_[i];
     const int64_t step = ++*st.step.data_ptr<int64_t>();
-    update_cpu(group_of(i), params_[i].data_ptr<float>(), grads[i].data_ptr<float>(), params_[i].numel(), step, st);
+    cpu::parallel_for(params_[i].numel(), 4, [&](int64_t begin, int64_t end) {  // a stretch of the parameter per thread
+      update_cpu(group_of(i), params_[i].data_ptr<float>(), grads[i].data_ptr<float>(), begin, end, step, st);
+    });
   }
 }
 

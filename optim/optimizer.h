@@ -90,9 +90,9 @@ class Optimizer {
   // holding every one of those names (checked as the constructor checks them, before any is set) ...
   virtual std::map<std::string, double> options_state(size_t group) const = 0;
   virtual void load_options(size_t group, const std::map<std::string, double>& options) = 0;
-  // ... its rule on one parameter's CPU data (n floats) at its step count `step` (from 1,
-  // already counted) ...
-  virtual void update_cpu(size_t group, float* param, const float* grad, int64_t n, int64_t step, ParamState& state) = 0;
+  // ... its rule on elements [begin, end) of one parameter's CPU data (run_step gives each
+  // thread a stretch) at its step count `step` (from 1, already counted) ...
+  virtual void update_cpu(size_t group, float* param, const float* grad, int64_t begin, int64_t end, int64_t step, ParamState& state) = 0;
 #ifdef AMPGRAD_WITH_CUDA
   // ... and on a group's parameters at once on the GPU: one fused launch (fused.h), which counts
   // the steps itself and does nothing when found_inf (a device pointer, or null) is set.

@@ -48,10 +48,10 @@ SGDScalars SGD::scalars(size_t group, bool first_step) const {
   return {float(lr(group)), float(o.momentum), float(o.dampening), float(o.weight_decay), o.nesterov, first_step};
 }
 
-void SGD::update_cpu(size_t group, float* p, const float* g, int64_t n, int64_t step, ParamState& st) {
+void SGD::update_cpu(size_t group, float* p, const float* g, int64_t begin, int64_t end, int64_t step, ParamState& st) {
   const SGDScalars s = scalars(group, step == 1);
   float* buf = options_[group].momentum == 0 ? nullptr : st.buffers.at("momentum_buffer").data_ptr<float>();
-  for (int64_t i = 0; i < n; ++i) sgd_update(p[i], g[i], buf ? buf + i : nullptr, s);
+  for (int64_t i = begin; i < end; ++i) sgd_update(p[i], g[i], buf ? buf + i : nullptr, s);
 }
 
 #ifdef AMPGRAD_WITH_CUDA

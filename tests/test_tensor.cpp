@@ -501,6 +501,33 @@ TEST_CASE("CPU kernels split between threads give each element's one-thread valu
   }
 }
 
+TEST_CASE("CPU GEMMs cut into tiles between threads give the one-thread bits") {
+  // matmul.cpp cuts C's columns into a tile per thread (at multiples of Eigen's 24-column
+  // blocks) and runs Eigen's sequential GEMM on each: every tile must do the whole GEMM's
+  // arithmetic, so 1 and 3 threads agree bit for bit, in every dtype, for transposed operands
+  // (Wᵀ, read column-major), K above Eigen's depth block (~260), N not a multiple of 24, and a
+  // batch of 2 (one tile per thread across both matrices).
+  const int threads = get_num_threads();
+  manual_seed(12);
+  struct Shape3 { int64_t B, M, K, N; };
+  for (Shape3 s : {Shape3{1, 128, 784, 512}, {1, 61, 300, 331}, {2, 45, 517, 97}, {1, 7, 40, 1000}}) {
+    for (DType t : {kFloat32, kFloat16, kFloat64}) {
+      const Tensor a = randn({s.B, s.M, s.K}).to(t), w = randn({s.B, s.N, s.K}).to(t);  // b = wᵀ, column-major
+      auto run = [&](int n) { set_num_threads(n); NoGradGuard g; return matmul(a, w.transpose(1, 2)).to(kFloat64); };
+      const Tensor split = run(3), one = run(1);
+      set_num_threads(threads);
+      const std::string what = std::string(dtype_name(t)) + " B M K N " + std::to_string(s.B) + " " + std::to_string(s.M) + " " +
+                               std::to_string(s.K) + " " + std::to_string(s.N);
+      INFO(what);
+      CHECK(to_vector<double>(split) == to_vector<double>(one));
+      if (t == kFloat16) {  // and one rounding of the float32 GEMM of the widened inputs
+        NoGradGuard g;
+        CHECK(to_vector<double>(split) == to_vector<double>(matmul(a.to(kFloat32), w.to(kFloat32).transpose(1, 2)).to(t).to(kFloat64)));
+      }
+    }
+  }
+}
+
 TEST_CASE("CPU half sums and bias adds widen in one pass: float32 arithmetic in order, rounded once") {
   // The widened paths must give what converting element by element gave: a float32 accumulator
   // running in order down each column (or along each row), and y + x in float32, rounded once.
