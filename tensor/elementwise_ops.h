@@ -15,12 +15,12 @@ namespace ampgrad::kernels {
 
 // ---- unary ----
 struct Neg { template <class A> AMPGRAD_HD A operator()(A x) const { return -x; } };
-struct Exp { template <class A> AMPGRAD_HD A operator()(A x) const { return std::exp(x); } };
-struct Log { template <class A> AMPGRAD_HD A operator()(A x) const { return std::log(x); } };
-struct Log1p { template <class A> AMPGRAD_HD A operator()(A x) const { return std::log1p(x); } };  // log(1 + x), exact for tiny x
+struct Exp { template <class A> AMPGRAD_HD A operator()(A x) const { return math::exp(x); } };
+struct Log { template <class A> AMPGRAD_HD A operator()(A x) const { return math::log(x); } };
+struct Log1p { template <class A> AMPGRAD_HD A operator()(A x) const { return math::log1p(x); } };  // log(1 + x), exact for tiny x
 struct Sqrt { template <class A> AMPGRAD_HD A operator()(A x) const { return std::sqrt(x); } };
 struct Abs { template <class A> AMPGRAD_HD A operator()(A x) const { return std::abs(x); } };
-struct Tanh { template <class A> AMPGRAD_HD A operator()(A x) const { return std::tanh(x); } };
+struct Tanh { template <class A> AMPGRAD_HD A operator()(A x) const { return math::tanh(x); } };
 struct Sigmoid { template <class A> AMPGRAD_HD A operator()(A x) const { return math::sigmoid(x); } };
 struct Relu { template <class A> AMPGRAD_HD A operator()(A x) const { return math::relu(x); } };
 struct Gelu { template <class A> AMPGRAD_HD A operator()(A x) const { return math::gelu(x); } };

@@ -1,11 +1,13 @@
 // layer_norm.cpp — layer norm over rows of D: each row's mean and 1/std in the math type (float32
 // for half rows), kept for the backward, which needs no other statistic. Two passes over a row,
 // the mean and then the squares about it: Σx²/D − mean² would lose the variance of a row of
-// large, close values. Rows are independent and split between the threads.
+// large, close values. Rows are independent and split between the threads; each row's loops
+// and sums vectorise (rows.h).
 #include <cmath>
 
 #include "tensor/cpu/loops.h"
 #include "tensor/cpu/parallel.h"
+#include "tensor/cpu/rows.h"
 #include "tensor/kernels.h"
 
 namespace ampgrad::cpu {
@@ -25,24 +27,20 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& x_in, const Tensor& 
   dispatch_floating("layer_norm", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
-    const T* p = (const T*)x.raw_data();
-    T* o = (T*)y.raw_data();
     A *mp = (A*)mean.raw_data(), *rp = (A*)rstd.raw_data();
     const A *wp = params_of<A>(w, wk), *bp = params_of<A>(b, bk);
     parallel_for(R, D, [&](int64_t begin, int64_t end) {
+      RowBuffer<T> in(D), out(D);
       for (int64_t r = begin; r < end; ++r) {
-        const T* row = p + r * D;
-        A m = 0, v = 0;
-        for (int64_t j = 0; j < D; ++j) m += A(row[j]);
-        m /= A(D);
-        for (int64_t j = 0; j < D; ++j) v += (A(row[j]) - m) * (A(row[j]) - m);
-        const A rs = A(1) / std::sqrt(v / A(D) + A(eps));  // the biased variance, as PyTorch's
-        for (int64_t j = 0; j < D; ++j) {
-          A out = (A(row[j]) - m) * rs;
-          if (wp) out = out * wp[j];
-          if (bp) out = out + bp[j];
-          o[r * D + j] = T(out);
-        }
+        const A* row = in.read((const T*)x.raw_data() + r * D);
+        A* o = out.write((T*)y.raw_data() + r * D);
+        const A m = as_array(row, D).sum() / A(D);
+        for (int64_t j = 0; j < D; ++j) o[j] = row[j] - m;
+        const A rs = A(1) / std::sqrt(as_array(o, D).square().sum() / A(D) + A(eps));  // the biased variance, as PyTorch's
+        for (int64_t j = 0; j < D; ++j) o[j] = o[j] * rs;
+        if (wp) for (int64_t j = 0; j < D; ++j) o[j] = o[j] * wp[j];
+        if (bp) for (int64_t j = 0; j < D; ++j) o[j] = o[j] + bp[j];
+        out.done();
         mp[r] = m;
         rp[r] = rs;
       }
@@ -58,22 +56,20 @@ Tensor layer_norm_backward(const Tensor& g_in, const Tensor& x_in, const Tensor&
   dispatch_floating("layer_norm_backward", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
-    const T *gp = (const T*)g.raw_data(), *xp = (const T*)x.raw_data();
     const A *mp = (const A*)mean.raw_data(), *rp = (const A*)rstd.raw_data(), *wp = params_of<A>(w, wk);
-    T* o = (T*)dx.raw_data();
     parallel_for(R, D, [&](int64_t begin, int64_t end) {
+      RowBuffer<T> g_row(D), x_row(D), out(D);
+      std::vector<A> x_hat(D), g_hat(D);
       for (int64_t r = begin; r < end; ++r) {
-        const T *gr = gp + r * D, *xr = xp + r * D;
-        auto x_hat = [&](int64_t j) { return (A(xr[j]) - mp[r]) * rp[r]; };
-        auto g_hat = [&](int64_t j) { return wp ? A(gr[j]) * wp[j] : A(gr[j]); };
-        A mean_g = 0, mean_gx = 0;
+        const A *gr = g_row.read((const T*)g.raw_data() + r * D), *xr = x_row.read((const T*)x.raw_data() + r * D);
         for (int64_t j = 0; j < D; ++j) {
-          mean_g += g_hat(j);
-          mean_gx += g_hat(j) * x_hat(j);
+          x_hat[j] = (xr[j] - mp[r]) * rp[r];
+          g_hat[j] = wp ? gr[j] * wp[j] : gr[j];
         }
-        mean_g /= A(D);
-        mean_gx /= A(D);
-        for (int64_t j = 0; j < D; ++j) o[r * D + j] = T(rp[r] * (g_hat(j) - mean_g - x_hat(j) * mean_gx));
+        const A mean_g = as_array(g_hat.data(), D).sum() / A(D), mean_gx = (as_array(g_hat.data(), D) * as_array(x_hat.data(), D)).sum() / A(D);
+        A* o = out.write((T*)dx.raw_data() + r * D);
+        for (int64_t j = 0; j < D; ++j) o[j] = rp[r] * (g_hat[j] - mean_g - x_hat[j] * mean_gx);
+        out.done();
       }
     });
   });

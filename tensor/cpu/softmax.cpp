@@ -1,12 +1,15 @@
 // softmax.cpp — numerically stable softmax / log-softmax over the last dim (rows of length C),
 // and softmax cross-entropy's gradient. Subtracting the row max keeps exp() from overflowing;
-// sums accumulate in float32 or wider. Compiled with -ffp-contract=off (CMakeLists.txt): the
-// gradient must round each product and sum as the separate ops it replaces do, never fusing a
-// multiply and an add (nothing else here has a product to fuse).
+// sums accumulate in float32 or wider, and the row loops vectorise (rows.h, scalar_math.h's exp).
+// Compiled with -ffp-contract=off (CMakeLists.txt): the gradient must round each product and sum
+// as the separate ops it replaces do, never fusing a multiply and an add (nothing else here has
+// a product to fuse; scalar_math.h's own multiply-adds are explicit).
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/cpu/loops.h"
 #include "tensor/cpu/parallel.h"
+#include "tensor/cpu/rows.h"
 #include "tensor/kernels.h"
 #include "tensor/scalar_math.h"
 
@@ -21,23 +24,22 @@ Tensor softmax_lastdim(const Tensor& x_in, bool log) {
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
-    const T* p = (const T*)x.raw_data();
-    T* o = (T*)out.raw_data();
     parallel_for(rows, C, [&](int64_t begin, int64_t end) {  // rows are independent
-      std::vector<A> row(C);
+      RowBuffer<T> in(C), y(C);
       for (int64_t r = begin; r < end; ++r) {
-        A mx = -INFINITY;
-        for (int64_t j = 0; j < C; ++j) { row[j] = A(p[r * C + j]); mx = std::max(mx, row[j]); }
+        const A* row = in.read((const T*)x.raw_data() + r * C);
+        A* o = y.write((T*)out.raw_data() + r * C);
+        A mx = as_array(row, C).maxCoeff();
         if (std::isinf(mx) && mx < 0) mx = 0;  // an all -inf row: exp(-inf - 0) = 0, and the row 0/0 = NaN, as PyTorch's
-        A s = 0;
+        for (int64_t j = 0; j < C; ++j) o[j] = math::exp(row[j] - mx);  // each exp once: kept for the division
+        const A s = as_array(o, C).sum();
         if (log) {
-          for (int64_t j = 0; j < C; ++j) s += std::exp(row[j] - mx);
-          const A lse = mx + std::log(s);
-          for (int64_t j = 0; j < C; ++j) o[r * C + j] = T(row[j] - lse);
-        } else {  // each exp once, kept in the row for the division
-          for (int64_t j = 0; j < C; ++j) s += row[j] = std::exp(row[j] - mx);
-          for (int64_t j = 0; j < C; ++j) o[r * C + j] = T(row[j] / s);
+          const A lse = mx + math::log(s);
+          for (int64_t j = 0; j < C; ++j) o[j] = row[j] - lse;
+        } else {
+          for (int64_t j = 0; j < C; ++j) o[j] = o[j] / s;
         }
+        y.done();
       }
     });
   });
@@ -60,13 +62,16 @@ Tensor cross_entropy_backward(const Tensor& logp_in, const Tensor& index_in, con
             *sc = (const W*)scale.raw_data(), *sp = spread.defined() ? (const W*)spread.raw_data() : nullptr;
     const int64_t* target = (const int64_t*)index.raw_data();
     const bool* keep = (const bool*)kept.raw_data();
-    T* o = (T*)out.raw_data();
     parallel_for(N, C, [&](int64_t begin, int64_t end) {
+      RowBuffer<T> row(C);
       for (int64_t n = begin; n < end; ++n) {
-        const W s = sc[per_sample_scale ? n : 0];
-        for (int64_t c = 0; c < C; ++c)
-          o[n * C + c] = keep[n] ? T(math::cross_entropy_grad(lp[n * C + c], c == target[n], a[n], h[n], sp ? sp + (per_class_spread ? c : 0) : nullptr, s))
-                                 : T(W(0));
+        W* o = row.write((T*)out.raw_data() + n * C);
+        const W s = sc[per_sample_scale ? n : 0], *lpn = lp + n * C;
+        const int64_t t = target[n];
+        if (!keep[n]) std::fill(o, o + C, W(0));
+        else if (!sp) for (int64_t c = 0; c < C; ++c) o[c] = math::cross_entropy_grad(lpn[c], c == t, a[n], h[n], (const W*)nullptr, s);
+        else for (int64_t c = 0; c < C; ++c) o[c] = math::cross_entropy_grad(lpn[c], c == t, a[n], h[n], sp + (per_class_spread ? c : 0), s);
+        row.done();
       }
     });
   });

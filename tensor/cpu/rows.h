@@ -1,0 +1,45 @@
+// rows.h — what the CPU's row kernels (softmax, layer_norm) share: a row in its math type A (the
+// row itself for float and double; for a 16-bit row, a buffer widened once on the way in and
+// narrowed once on the way out), and Eigen's vectorised reductions over it (max, sum).
+#pragma once
+#include <Eigen/Core>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/cpu/half_convert.h"
+
+namespace ampgrad::cpu {
+
+// One thread's row of T in A = opmath_t<T>, read or written n elements at a time.
+template <class T> class RowBuffer {
+ public:
+  using A = opmath_t<T>;
+  static constexpr bool in_place = std::is_same_v<T, A>;
+  explicit RowBuffer(int64_t n) : buf_(in_place ? 0 : n), n_(n) {}
+  const A* read(const T* p) {  // the row at p: p itself, or widened into the buffer
+    if constexpr (in_place) {
+      return p;
+    } else {
+      convert_contiguous(buf_.data(), p, n_);
+      return buf_.data();
+    }
+  }
+  A* write(T* p) {  // where to put the row bound for p: p itself, or the buffer, which done() narrows into p
+    out_ = p;
+    if constexpr (in_place) return p;
+    else return buf_.data();
+  }
+  void done() {
+    if constexpr (!in_place) convert_contiguous(out_, buf_.data(), n_);
+  }
+
+ private:
+  std::vector<A> buf_;
+  int64_t n_;
+  T* out_ = nullptr;
+};
+
+// n values at p as an Eigen array, for its reductions: .maxCoeff(), .sum(), .square().sum().
+template <class A> auto as_array(const A* p, int64_t n) { return Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>(p, n); }
+
+}  // namespace ampgrad::cpu
