@@ -14,6 +14,8 @@
 #include "devices.h"
 #include "test_util.h"
 #include "tensor/cpu/allocator.h"
+#include "tensor/cpu/rows.h"
+#include "tensor/scalar_math.h"
 #include "tensor/kernels.h"
 #include "tensor/threads.h"
 
@@ -495,9 +497,10 @@ TEST_CASE("CPU kernels split between threads give each element's one-thread valu
     REQUIRE(row[i] == float(row_sum));  // float32 sums accumulate in double, in order
     REQUIRE(arg[i] == best);
     REQUIRE(mx[i] == av[i * K + 3 + best]);
-    float exp_sum = 0;  // softmax: float32 exps of x − max, summed in order, each divided by the sum
-    for (int64_t j = 0; j < N; ++j) exp_sum += std::exp(av[i * K + 3 + j] - mx[i]);
-    for (int64_t j = 0; j < N; ++j) REQUIRE(soft[i * N + j] == std::exp(av[i * K + 3 + j] - mx[i]) / exp_sum);
+    // softmax: the library's float32 exps of x − max, summed in its 8 lanes, each divided by the sum
+    auto e = [&](int64_t j) { return math::exp(av[i * K + 3 + j] - mx[i]); };
+    const float exp_sum = cpu::lane_sum<float>(N, e);
+    for (int64_t j = 0; j < N; ++j) REQUIRE(soft[i * N + j] == e(j) / exp_sum);
   }
 }
 

@@ -34,9 +34,9 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& x_in, const Tensor& 
       for (int64_t r = begin; r < end; ++r) {
         const A* row = in.read((const T*)x.raw_data() + r * D);
         A* o = out.write((T*)y.raw_data() + r * D);
-        const A m = as_array(row, D).sum() / A(D);
+        const A m = lane_sum<A>(D, [row](int64_t j) { return row[j]; }) / A(D);
         for (int64_t j = 0; j < D; ++j) o[j] = row[j] - m;
-        const A rs = A(1) / std::sqrt(as_array(o, D).square().sum() / A(D) + A(eps));  // the biased variance, as PyTorch's
+        const A rs = A(1) / std::sqrt(lane_sum<A>(D, [o](int64_t j) { return o[j] * o[j]; }) / A(D) + A(eps));  // the biased variance, as PyTorch's
         for (int64_t j = 0; j < D; ++j) o[j] = o[j] * rs;
         if (wp) for (int64_t j = 0; j < D; ++j) o[j] = o[j] * wp[j];
         if (bp) for (int64_t j = 0; j < D; ++j) o[j] = o[j] + bp[j];
@@ -66,7 +66,8 @@ Tensor layer_norm_backward(const Tensor& g_in, const Tensor& x_in, const Tensor&
           x_hat[j] = (xr[j] - mp[r]) * rp[r];
           g_hat[j] = wp ? gr[j] * wp[j] : gr[j];
         }
-        const A mean_g = as_array(g_hat.data(), D).sum() / A(D), mean_gx = (as_array(g_hat.data(), D) * as_array(x_hat.data(), D)).sum() / A(D);
+        const A mean_g = lane_sum<A>(D, [&](int64_t j) { return g_hat[j]; }) / A(D),
+                mean_gx = lane_sum<A>(D, [&](int64_t j) { return g_hat[j] * x_hat[j]; }) / A(D);
         A* o = out.write((T*)dx.raw_data() + r * D);
         for (int64_t j = 0; j < D; ++j) o[j] = rp[r] * (g_hat[j] - mean_g - x_hat[j] * mean_gx);
         out.done();

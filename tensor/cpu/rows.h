@@ -39,7 +39,19 @@ template <class T> class RowBuffer {
   T* out_ = nullptr;
 };
 
-// n values at p as an Eigen array, for its reductions: .maxCoeff(), .sum(), .square().sum().
+// n values at p as an Eigen array, for its maximum (.maxCoeff(): exact, in any order).
 template <class A> auto as_array(const A* p, int64_t n) { return Eigen::Map<const Eigen::Array<A, Eigen::Dynamic, 1>>(p, n); }
+
+// Σ f(j) over j < n in 8 lanes (one vector), combined in one fixed order. Not Eigen's .sum(): it
+// starts its vectors at the first aligned element, so its order, and the bits, move with the
+// row's address, and a rerun in the same process (other buffers, other addresses) differs.
+template <class A, class F> A lane_sum(int64_t n, F f) {
+  A lane[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) lane[k] += f(j + k);
+  for (int k = 0; j < n; ++j, ++k) lane[k] += f(j);
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
 
 }  // namespace ampgrad::cpu

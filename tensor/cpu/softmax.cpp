@@ -32,7 +32,7 @@ Tensor softmax_lastdim(const Tensor& x_in, bool log) {
         A mx = as_array(row, C).maxCoeff();
         if (std::isinf(mx) && mx < 0) mx = 0;  // an all -inf row: exp(-inf - 0) = 0, and the row 0/0 = NaN, as PyTorch's
         for (int64_t j = 0; j < C; ++j) o[j] = math::exp(row[j] - mx);  // each exp once: kept for the division
-        const A s = as_array(o, C).sum();
+        const A s = lane_sum<A>(C, [o](int64_t j) { return o[j]; });
         if (log) {
           const A lse = mx + math::log(s);
           for (int64_t j = 0; j < C; ++j) o[j] = row[j] - lse;
