@@ -144,7 +144,6 @@ Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); 
 Tensor ones(const Shape& shape, TensorOptions o) { return full(shape, 1.0, o); }
 Tensor scalar_tensor(double value, TensorOptions o) { return full({}, value, o); }
 static TensorOptions like(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), like(t)); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like(t)); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
 Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, like(t)); }
