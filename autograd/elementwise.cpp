@@ -22,7 +22,9 @@ static DType result_type(const Tensor& a, const Tensor& b) {
   return category(zero) > category(dim) ? promote_types(dim, zero) : dim;
 }
 
-static std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b) {
+// A binary op's operands: autocast (the op's policy row), then promoted to the result type.
+static std::pair<Tensor, Tensor> cast_and_promote(Op op, const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = cast_inputs(op, a_in, b_in);
   DType t = result_type(a, b);
   return {autograd::cast(a, t), autograd::cast(b, t)};
 }
@@ -35,24 +37,21 @@ Tensor scalar_like(Scalar s, const Tensor& like) {
 // ---- binary arithmetic: d(a+b) = (g, g); d(a-b) = (g, -g); d(ab) = (g b, g a); d(a/b) = (g/b, -g a/b²)
 
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = cast_inputs(Op::add, a_in, b_in);
-  auto [a, b] = promote(a0, b0);
+  auto [a, b] = cast_and_promote(Op::add, a_in, b_in);
   Tensor out = kernels::binary(Binary::add, a, b);
   record("add", out, {a, b}, [](const Tensor& g, const Needs&) { return grads(g, g); });
   return out;
 }
 
 Tensor sub(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = cast_inputs(Op::sub, a_in, b_in);
-  auto [a, b] = promote(a0, b0);
+  auto [a, b] = cast_and_promote(Op::sub, a_in, b_in);
   Tensor out = kernels::binary(Binary::sub, a, b);
   record("sub", out, {a, b}, [](const Tensor& g, const Needs& need) { return grads(g, need[1] ? -g : Tensor()); });
   return out;
 }
 
 Tensor mul(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = cast_inputs(Op::mul, a_in, b_in);
-  auto [a, b] = promote(a0, b0);
+  auto [a, b] = cast_and_promote(Op::mul, a_in, b_in);
   Tensor out = kernels::binary(Binary::mul, a, b);
   record("mul", out, {a, b}, [a = save_if(b.requires_grad(), a), b = save_if(a.requires_grad(), b)](const Tensor& g, const Needs& need) {
     return grads(need[0] ? g * b : Tensor(), need[1] ? g * a : Tensor());
@@ -61,8 +60,7 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor div(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = cast_inputs(Op::div, a_in, b_in);
-  auto [a, b] = promote(a0, b0);
+  auto [a, b] = cast_and_promote(Op::div, a_in, b_in);
   if (!a.is_floating_point()) { a = autograd::cast(a, kFloat32); b = autograd::cast(b, kFloat32); }  // true division
   Tensor out = kernels::binary(Binary::div, a, b);
   record("div", out, {a, b}, [b = Saved(b), out = save_if(b.requires_grad(), out)](const Tensor& g, const Needs& need) {
@@ -179,8 +177,7 @@ Tensor clamp(const Tensor& x_in, std::optional<Scalar> min, std::optional<Scalar
 }
 
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = cast_inputs(Op::where, a_in, b_in);
-  auto [a, b] = promote(a0, b0);
+  auto [a, b] = cast_and_promote(Op::where, a_in, b_in);
   Tensor out = kernels::where(cond, a, b);
   record("where", out, {a, b}, [cond = Saved(cond)](const Tensor& g, const Needs& need) {
     Tensor zero = scalar_like(0, g);
@@ -191,8 +188,7 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
 
 // ---- comparisons: bool results, no gradient
 static Tensor compare(Op op, Binary k, const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = cast_inputs(op, a_in, b_in);
-  auto [a, b] = promote(a0, b0);
+  auto [a, b] = cast_and_promote(op, a_in, b_in);
   return kernels::binary(k, a, b);
 }
 Tensor eq(const Tensor& a, const Tensor& b) { return compare(Op::eq, Binary::eq, a, b); }

@@ -49,8 +49,7 @@ static Tensor matmul_after_autocast(const Tensor& a0, const Tensor& b0) {
     return x.expand(full).reshape({-1, x.size(-2), x.size(-1)});
   };
   out_shape = batch;
-  out_shape.push_back(a.size(-2));
-  out_shape.push_back(b.size(-1));
+  out_shape.insert(out_shape.end(), {a.size(-2), b.size(-1)});
   return gemm(batched(a), batched(b)).reshape(out_shape);
 }
 

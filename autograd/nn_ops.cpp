@@ -167,12 +167,16 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target, const NLLLossOption
   return loss;
 }
 
+static Tensor reduce_elements(const Tensor& losses, Reduction reduction, DType dtype) {
+  Tensor out = reduction == Reduction::None ? losses : reduction == Reduction::Mean ? mean(losses) : sum(losses);
+  return out.dtype() == dtype ? out : to(out, dtype);
+}
+
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
   auto [input, target] = cast_inputs(Op::mse_loss, input_in, target_in);
   AMPGRAD_CHECK(input.shape() == target.shape(), "mse_loss: input " << shape_str(input.shape()) << " and target " << shape_str(target.shape()) << " differ in shape");
-  Tensor squares = pow(input - target, 2);
-  if (reduction == Reduction::None) return squares;
-  return reduction == Reduction::Mean ? mean(squares) : sum(squares);
+  const Tensor squares = pow(input - target, 2);
+  return reduce_elements(squares, reduction, squares.dtype());
 }
 
 // ---- binary cross-entropy: every element its own two-class problem (multi-label outputs), the
@@ -198,11 +202,6 @@ static void check_binary_loss(const char* op, const Tensor& input, const Tensor&
                      << shape_str(input.shape()));
     AMPGRAD_CHECK(!(is_grad_enabled() && t->requires_grad()), op << ": " << name << " takes no gradient (as in PyTorch); pass it detached");
   }
-}
-
-static Tensor reduce_elements(const Tensor& losses, Reduction reduction, DType dtype) {
-  Tensor out = reduction == Reduction::None ? losses : reduction == Reduction::Mean ? mean(losses) : sum(losses);
-  return out.dtype() == dtype ? out : to(out, dtype);
 }
 
 // The widest dtype of the defined operands, which the loss takes, as PyTorch's binary ops promote.

@@ -215,9 +215,7 @@ Tensor unsqueeze(const Tensor& x_in, int64_t dim) {
   Shape shape = x.shape(), strides = x.strides();
   shape.insert(shape.begin() + dim, 1);
   strides.insert(strides.begin() + dim, dim < x.dim() ? x.strides()[dim] * x.shape()[dim] : 1);
-  Tensor out = x.as_strided(shape, strides, x.storage_offset());
-  record("unsqueeze", out, {x}, [in_shape = x.shape()](const Tensor& g, const Needs&) { return grads(g.reshape(in_shape)); });
-  return out;
+  return view_as_strided("unsqueeze", x, shape, strides);
 }
 
 Tensor squeeze(const Tensor& x_in, std::optional<int64_t> dim) {
@@ -229,9 +227,7 @@ Tensor squeeze(const Tensor& x_in, std::optional<int64_t> dim) {
     shape.push_back(x.shape()[d]);
     strides.push_back(x.strides()[d]);
   }
-  Tensor out = x.as_strided(shape, strides, x.storage_offset());
-  record("squeeze", out, {x}, [in_shape = x.shape()](const Tensor& g, const Needs&) { return grads(g.reshape(in_shape)); });
-  return out;
+  return view_as_strided("squeeze", x, shape, strides);
 }
 
 static Tensor copy_of(const char* name, const Tensor& x) {
@@ -271,15 +267,14 @@ Tensor cat(const std::vector<Tensor>& xs_in, int64_t dim) {
     shape[dim] += x.shape()[dim];
   }
   Tensor out = empty(shape, TensorOptions(t).device(xs[0].device()));
-  Shape starts;
+  Shape starts, sizes;
   int64_t at = 0;
   for (const Tensor& x : xs) {
     kernels::copy_(out.as_strided(x.shape(), out.strides(), at * out.strides()[dim]), x);
     starts.push_back(at);
-    at += x.shape()[dim];
+    sizes.push_back(x.shape()[dim]);
+    at += sizes.back();
   }
-  Shape sizes;
-  for (const Tensor& x : xs) sizes.push_back(x.shape()[dim]);
   record("cat", out, xs, [starts, sizes, dim](const Tensor& g, const Needs&) {
     autograd::Grads gs;
     for (size_t i = 0; i < starts.size(); ++i) gs.push_back(g.narrow(dim, starts[i], sizes[i]));

@@ -54,9 +54,7 @@ std::span<const Tensor> Optimizer::param_group(size_t group) const {
 double Optimizer::lr(size_t group) const { return lrs_[check_group(group)]; }
 void Optimizer::set_lr(size_t group, double lr) { lrs_[check_group(group)] = lr; }
 
-void Optimizer::set_lr(double lr) {
-  for (double& l : lrs_) l = lr;
-}
+void Optimizer::set_lr(double lr) { std::fill(lrs_.begin(), lrs_.end(), lr); }
 
 void Optimizer::zero_grad(bool set_to_none) {
   for (Tensor& p : params_) {

@@ -144,7 +144,6 @@ Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); 
 Tensor ones(const Shape& shape, TensorOptions o) { return full(shape, 1.0, o); }
 Tensor scalar_tensor(double value, TensorOptions o) { return full({}, value, o); }
 static TensorOptions like(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), like(t)); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like(t)); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
 Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, like(t)); }
@@ -178,27 +177,17 @@ template <class T> Tensor from_vector(const std::vector<T>& values, const Shape&
     return from_blob(values.data(), shape, dtype_of<T>(), o);
   }
 }
-template <> std::vector<bool> to_vector<bool>(const Tensor& t) {
-  Tensor host = empty(t.shape(), TensorOptions(kBool));
-  kernels::copy_(host, t);
-  const bool* p = host.data_ptr<bool>();
-  return std::vector<bool>(p, p + host.numel());
-}
 
 #define AMPGRAD_INSTANTIATE(T)                                                           \
   template Tensor from_vector<T>(const std::vector<T>&, const Shape&, TensorOptions);    \
-  template T Tensor::item<T>() const;
+  template T Tensor::item<T>() const;                                                    \
+  template std::vector<T> to_vector<T>(const Tensor&);
 AMPGRAD_INSTANTIATE(float)
 AMPGRAD_INSTANTIATE(double)
 AMPGRAD_INSTANTIATE(half)
 AMPGRAD_INSTANTIATE(bfloat16)
 AMPGRAD_INSTANTIATE(int64_t)
 AMPGRAD_INSTANTIATE(bool)
-template std::vector<float> to_vector<float>(const Tensor&);
-template std::vector<double> to_vector<double>(const Tensor&);
-template std::vector<half> to_vector<half>(const Tensor&);
-template std::vector<bfloat16> to_vector<bfloat16>(const Tensor&);
-template std::vector<int64_t> to_vector<int64_t>(const Tensor&);
 #undef AMPGRAD_INSTANTIATE
 
 // ---- printing, in PyTorch's style: tensor([[1.0000, 2.0000]], dtype=float16) ----

@@ -181,7 +181,6 @@ Tensor full(const Shape& shape, double value, TensorOptions opts = {});
 Tensor scalar_tensor(double value, TensorOptions opts = {});  // 0-d
 Tensor arange(double start, double end, double step = 1, TensorOptions opts = {});
 Tensor arange(int64_t end, TensorOptions opts = {});  // int64 unless opts choose a dtype
-Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
