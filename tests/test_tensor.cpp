@@ -505,15 +505,15 @@ TEST_CASE("CPU kernels split between threads give each element's one-thread valu
 }
 
 TEST_CASE("CPU GEMMs cut into tiles between threads give the one-thread bits") {
-  // matmul.cpp cuts C's columns into a tile per thread (at multiples of Eigen's 24-column
-  // blocks) and runs Eigen's sequential GEMM on each: every tile must do the whole GEMM's
+  // matmul.cpp cuts C's rows into a tile per thread (at multiples of 4, Eigen's right-hand
+  // panels) and runs Eigen's sequential GEMM on each: every row must get the whole GEMM's
   // arithmetic, so 1 and 3 threads agree bit for bit, in every dtype, for transposed operands
-  // (Wᵀ, read column-major), K above Eigen's depth block (~260), N not a multiple of 24, and a
-  // batch of 2 (one tile per thread across both matrices).
+  // (Wᵀ, read column-major), K above Eigen's depth block (~290), M and N not multiples of 4 or
+  // 24 (the last tile holding the odd rows), and a batch of 2.
   const int threads = get_num_threads();
   manual_seed(12);
   struct Shape3 { int64_t B, M, K, N; };
-  for (Shape3 s : {Shape3{1, 128, 784, 512}, {1, 61, 300, 331}, {2, 45, 517, 97}, {1, 7, 40, 1000}}) {
+  for (Shape3 s : {Shape3{1, 128, 784, 512}, {1, 61, 300, 331}, {1, 258, 70, 97}, {1, 23, 517, 97}, {2, 45, 517, 97}}) {
     for (DType t : {kFloat32, kFloat16, kFloat64}) {
       const Tensor a = randn({s.B, s.M, s.K}).to(t), w = randn({s.B, s.N, s.K}).to(t);  // b = wᵀ, column-major
       auto run = [&](int n) { set_num_threads(n); NoGradGuard g; return matmul(a, w.transpose(1, 2)).to(kFloat64); };
