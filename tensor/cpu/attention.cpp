@@ -6,6 +6,7 @@
 
 #include "tensor/cpu/loops.h"
 #include "tensor/cpu/parallel.h"
+#include "tensor/cpu/rows.h"
 #include "tensor/kernels.h"
 #include "tensor/scalar_math.h"
 
@@ -36,12 +37,11 @@ Tensor attention_softmax(const Tensor& s_in, double scale, bool causal, DType ou
       for (int64_t r = begin; r < end; ++r) {
         const A* xr = x + r * S;
         const int64_t n = seen(r, L, S, causal);
-        A mx = -INFINITY;
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, A(scale) * xr[j]);
+        for (int64_t j = 0; j < n; ++j) e[j] = A(scale) * xr[j];
+        A mx = n > 0 ? as_array(e.data(), n).maxCoeff() : A(0);
         if (mx == -INFINITY) mx = 0;  // an all -inf row: exp(-inf - 0) = 0, and the row 0/0 = NaN, as softmax's
-        for (int64_t j = 0; j < n; ++j) e[j] = row_exp(A(scale) * xr[j] - mx);
-        A sum = 0;
-        for (int64_t j = 0; j < n; ++j) sum += e[j];
+        for (int64_t j = 0; j < n; ++j) e[j] = row_exp(e[j] - mx);
+        const A sum = lane_sum<A>(n, [&](int64_t j) { return e[j]; });
         for (int64_t j = 0; j < n; ++j) p[r * S + j] = T(e[j] / sum);
         for (int64_t j = n; j < S; ++j) p[r * S + j] = T(A(0));
       }
@@ -64,8 +64,7 @@ Tensor attention_softmax_backward(const Tensor& p_in, const Tensor& dp_in, doubl
     parallel_for(rows, S, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const int64_t n = seen(r, L, S, causal), o = r * S;
-        A dot = 0;
-        for (int64_t j = 0; j < n; ++j) dot += A(pp[o + j]) * g[o + j];
+        const A dot = lane_sum<A>(n, [&](int64_t j) { return A(pp[o + j]) * g[o + j]; });
         for (int64_t j = 0; j < n; ++j) ds[o + j] = T(A(scale) * A(pp[o + j]) * (g[o + j] - dot));
         for (int64_t j = n; j < S; ++j) ds[o + j] = T(A(0));
       }
