@@ -27,14 +27,18 @@ void Trace::print_summary(std::ostream& os) const {
     r.casts += e.casts;
     r.hits += e.cache_hits;
   }
-  int ran_in_width = 10;  // wider for a longer dtype name
-  for (auto& [k, r] : rows) ran_in_width = std::max(ran_in_width, int(std::get<2>(k).size()) + 1);
+  int op_width = 15, inputs_width = 26, ran_in_width = 10;  // wider for a longer name
+  for (auto& [k, r] : rows) {
+    op_width = std::max(op_width, int(std::get<0>(k).size()) + 1);
+    inputs_width = std::max(inputs_width, int(std::get<1>(k).size()) + 1);
+    ran_in_width = std::max(ran_in_width, int(std::get<2>(k).size()) + 1);
+  }
   os << "autocast trace: " << events_.size() << " op calls\n"
-     << std::left << std::setw(15) << "op" << std::setw(26) << "inputs" << std::setw(ran_in_width) << "ran in"
+     << std::left << std::setw(op_width) << "op" << std::setw(inputs_width) << "inputs" << std::setw(ran_in_width) << "ran in"
      << std::setw(17) << "policy" << std::right << std::setw(7) << "calls" << std::setw(7) << "casts" << std::setw(12) << "cache hits" << "\n";
   bool outside = false, untyped = false;
   for (auto& [k, r] : rows) {
-    os << std::left << std::setw(15) << std::get<0>(k) << std::setw(26) << std::get<1>(k) << std::setw(ran_in_width) << std::get<2>(k)
+    os << std::left << std::setw(op_width) << std::get<0>(k) << std::setw(inputs_width) << std::get<1>(k) << std::setw(ran_in_width) << std::get<2>(k)
        << std::setw(17) << std::get<3>(k) << std::right << std::setw(7) << r.calls << std::setw(7) << r.casts << std::setw(10) << r.hits << "\n";
     outside |= std::get<3>(k) == "(autocast off)";
     untyped |= std::get<1>(k) == "-";

@@ -172,6 +172,7 @@ TEST_CASE("a linear or matmul of any rank consults the table once, so its trace 
   (void)linear(ones({2, 3, 4}), ones({5, 4}), ones({5}));  // (B, T, Din): folded into one GEMM
   (void)matmul(ones({4}), ones({4, 3}));                    // 1-D cases: unsqueezed into a GEMM
   (void)matmul(ones({2, 4}), ones({4}));
+  (void)scaled_dot_product_attention(ones({1, 2, 4}), ones({1, 2, 4}), ones({1, 2, 4}));  // a name past the op column's 15
   int64_t linears = 0, matmuls = 0, casts = 0;
   for (const auto& e : trace.events()) {
     linears += e.op == amp::Op::linear;
@@ -180,11 +181,25 @@ TEST_CASE("a linear or matmul of any rank consults the table once, so its trace 
   }
   CHECK(linears == 1);
   CHECK(matmuls == 2);
-  CHECK(casts == 3 + 2 + 2);  // every float32 operand cast to float16 once
+  CHECK(casts == 3 + 2 + 2 + 3);  // every float32 operand cast to float16 once
   std::ostringstream os;
   trace.print_summary(os);
   CHECK(os.str().find("linear") != std::string::npos);
   CHECK(os.str().find("lower_precision") != std::string::npos);
+  // every row's inputs start under the header's "inputs", however long the op's name
+  std::istringstream lines(os.str());
+  std::string line, header;
+  std::getline(lines, line);
+  std::getline(lines, header);
+  const size_t inputs_at = header.find("inputs");
+  int rows = 0;
+  while (std::getline(lines, line) && !line.empty() && line[0] != ' ') {  // the table's rows, until its indented notes
+    INFO(line);
+    CHECK(line[inputs_at - 1] == ' ');
+    CHECK(line[inputs_at] != ' ');
+    ++rows;
+  }
+  CHECK(rows >= 3);
 }
 
 TEST_CASE("the dispatch hook: a route_linear reroutes linear on its device type, nests, and is off under suspend") {
