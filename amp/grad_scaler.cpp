@@ -51,12 +51,10 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   // inv = float32(1 / float64(S)): exact for the powers of two S usually is
   Tensor inv_scale = full({}, 1.0, TensorOptions(kFloat64).device(scale_.device())) / scale_.to(kFloat64);
   std::vector<Tensor> grads;
-  int index = 0;
-  for (const Tensor& p : optimizer.params()) {
-    Tensor g = p.grad();
-    ++index;
+  for (size_t i = 0; i < optimizer.params().size(); ++i) {
+    Tensor g = optimizer.params()[i].grad();
     if (!g.defined()) continue;
-    AMPGRAD_CHECK(g.dtype() == kFloat32, "unscale_(): parameter " << index - 1 << " has a " << dtype_name(g.dtype())
+    AMPGRAD_CHECK(g.dtype() == kFloat32, "unscale_(): parameter " << i << " has a " << dtype_name(g.dtype())
                                                                   << " gradient; AMP keeps master weights and their gradients in float32");
     grads.push_back(g);
   }
@@ -142,9 +140,8 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
   o.backoff_factor = s.at("backoff_factor");
   o.growth_interval = checked_int64(s.at("growth_interval"), "GradScaler::load_state_dict: 'growth_interval'", 1);
   check_options("GradScaler::load_state_dict", o);
-  const int64_t tracker = checked_int64(s.at("_growth_tracker"), "GradScaler::load_state_dict: '_growth_tracker'", 0, o.growth_interval - 1);
+  init_growth_tracker_ = checked_int64(s.at("_growth_tracker"), "GradScaler::load_state_dict: '_growth_tracker'", 0, o.growth_interval - 1);
   options_ = o;
-  init_growth_tracker_ = tracker;
   // As in PyTorch: refill existing tensors, else let lazy_init create them where the first
   // scaled loss lives (a checkpoint is loaded before the scaler knows the device).
   if (scale_.defined()) {

@@ -57,11 +57,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   require_floating(op, t);
   auto batch_of = [](const Tensor& x) { return Shape(x.shape().begin(), x.shape().end() - 2); };
   const Shape batch = cpu::broadcast_shapes(op, cpu::broadcast_shapes(op, batch_of(q), batch_of(k)), batch_of(v));
-  auto folded = [&batch, t](const Tensor& x) {
-    Shape full = batch;
-    full.insert(full.end(), x.shape().end() - 2, x.shape().end());
-    return autograd::cast(x, t).expand(full).reshape({numel_of(batch), x.size(-2), x.size(-1)});
-  };
+  auto folded = [&batch, t](const Tensor& x) { return fold_batch(autograd::cast(x, t), batch); };
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {q.size(-2), v.size(-1)});
   return attention_3d(folded(q), folded(k), folded(v), is_causal, scale.value_or(1.0 / std::sqrt(double(q.size(-1))))).reshape(out_shape);

@@ -26,13 +26,12 @@ struct Target {
 };
 
 // The region's edges out, found by walking its graph from the output, each with the key the
-// engine catches its gradient by and the shape and dtype the reading node gave it.
+// engine catches its gradient by and the shape the reading node gave it.
 struct Boundary {
   std::vector<Target> targets;
   std::vector<Edge> edges;
   std::vector<const void*> keys;
   std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
 };
 
 Boundary boundary_of(const Tensor& out, uint64_t first, const std::vector<Tensor>& inputs) {
@@ -58,7 +57,6 @@ Boundary boundary_of(const Tensor& out, uint64_t first, const std::vector<Tensor
       b.edges.push_back(e);
       b.keys.push_back(key);
       b.shapes.push_back(n->input_shapes[j]);
-      b.dtypes.push_back(n->input_dtypes[j]);
     }
   }
   return b;
@@ -195,7 +193,6 @@ Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
       const Target& t = b.targets[i];
       node->edges.push_back(t.input >= 0 ? edge_to(inputs[t.input]) : b.edges[i]);
       node->input_shapes.push_back(b.shapes[i]);
-      node->input_dtypes.push_back(b.dtypes[i]);
       if (t.input < 0 && b.edges[i].leaf) r->leaves.emplace_back(Tensor(b.edges[i].leaf));
     }
     r->fn = std::move(fn);

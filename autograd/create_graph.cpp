@@ -32,14 +32,13 @@ Tensor Saved::linked() const {
 static Tensor not_differentiable_again(const Node& n, const Tensor& gi, const Tensor& g) {
   auto refusal = std::make_shared<Node>();
   refusal->name = n.name;
-  auto link = [&](const Edge& e, const Shape& shape, DType dtype) {
+  auto link = [&](const Edge& e, const Shape& shape) {
     if (!e) return;
     refusal->edges.push_back(e);
     refusal->input_shapes.push_back(shape);
-    refusal->input_dtypes.push_back(dtype);
   };
-  link(edge_to(g), g.shape(), g.dtype());
-  for (size_t i = 0; i < n.edges.size(); ++i) link(n.edges[i], n.input_shapes[i], n.input_dtypes[i]);
+  link(edge_to(g), g.shape());
+  for (size_t i = 0; i < n.edges.size(); ++i) link(n.edges[i], n.input_shapes[i]);
   if (refusal->edges.empty()) return gi;  // nothing a second backward could reach
   refusal->backward = [name = n.name](const Tensor&, const Needs&) -> Grads {
     AMPGRAD_CHECK(false, "backward of '" << name << "' is not differentiable twice (its backward is not recorded: once_differentiable): "

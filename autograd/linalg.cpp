@@ -22,6 +22,13 @@ static Tensor gemm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// (op_support.h) B is the product of the batch dims, so an empty matrix folds too.
+Tensor fold_batch(const Tensor& x, const Shape& batch) {
+  Shape full = batch;
+  full.insert(full.end(), x.shape().end() - 2, x.shape().end());
+  return x.expand(full).reshape({numel_of(batch), x.size(-2), x.size(-1)});
+}
+
 // matmul after autocast: each case of ranks as a GEMM, calling itself (not matmul, which would
 // consult autocast, and show in its trace, a second time) for the 1-D cases.
 static Tensor matmul_after_autocast(const Tensor& a0, const Tensor& b0) {
@@ -43,14 +50,9 @@ static Tensor matmul_after_autocast(const Tensor& a0, const Tensor& b0) {
   // (..., M, K) @ (..., K, N): the batch dims broadcast as in PyTorch, and both operands are
   // expanded to them (expand's backward sums the gradient back) as one (B, M, K) @ (B, K, N).
   const Shape batch = cpu::broadcast_shapes("matmul", Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2));
-  auto batched = [&](const Tensor& x) {
-    Shape full = batch;
-    full.insert(full.end(), x.shape().end() - 2, x.shape().end());
-    return x.expand(full).reshape({-1, x.size(-2), x.size(-1)});
-  };
   out_shape = batch;
   out_shape.insert(out_shape.end(), {a.size(-2), b.size(-1)});
-  return gemm(batched(a), batched(b)).reshape(out_shape);
+  return gemm(fold_batch(a, batch), fold_batch(b, batch)).reshape(out_shape);
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {

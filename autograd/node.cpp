@@ -57,7 +57,6 @@ void record(const char* name, Tensor& out, const std::vector<Tensor>& inputs, Ba
   for (const Tensor& x : inputs) {
     node->edges.push_back(edge_to(x));
     node->input_shapes.push_back(x.defined() ? x.shape() : Shape{});
-    node->input_dtypes.push_back(x.defined() ? x.dtype() : kFloat32);
   }
   node->backward = std::move(backward);
   attach(out, std::move(node));

@@ -46,7 +46,6 @@ struct Node : std::enable_shared_from_this<Node> {
   const char* name = "";          // the op, e.g. "matmul": errors and traces name it
   std::vector<Edge> edges;        // one per input, empty for inputs that need no gradient
   std::vector<Shape> input_shapes;
-  std::vector<DType> input_dtypes;
   BackwardFn backward;            // emptied after use unless retain_graph or reusable
   bool reusable = false;          // saves nothing, so later backwards may run it again (cached casts)
   uint64_t sequence_nr = 0;       // recording order, one count for all threads: checkpoint tells its region's nodes by it

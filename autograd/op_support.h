@@ -39,6 +39,10 @@ inline Tensor kernel(kernels::Unary op, const Tensor& x) { return kernels::unary
 // linear's shape rule, shared by the ops a linear route runs: x (..., Din), weight (Dout, Din), bias (Dout).
 void check_linear_shapes(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias);
 
+// matmul's and attention's batch broadcast (linalg.cpp): x (..., M, N) expanded to the batch dims
+// `batch` and folded into one (B, M, N); expand's backward sums the gradient back.
+Tensor fold_batch(const Tensor& x, const Shape& batch);
+
 // A linear of any rank: x (..., Din) as rows (N, Din) for a 2-D body, the result put back to (..., Dout).
 template <class Body> Tensor over_rows(const Tensor& x, Body body) {
   if (x.dim() == 2) return body(x);

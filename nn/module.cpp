@@ -37,14 +37,17 @@ Tensor Module::register_buffer(const std::string& name, Tensor t) {
   return t;
 }
 
-// Pre-order: own parameters, own buffers, then each child under "child_name.". This is
+// Pre-order: own parameters, own buffers, then each child's under "child_name.". This is
 // PyTorch's state_dict order, and named_parameters() is the same walk with buffers left out.
-void Module::collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out) const {
+NamedTensors Module::collect(bool params, bool buffers, const std::string& prefix) const {
+  NamedTensors out;
   if (params)
     for (const auto& [name, t] : params_) out.emplace_back(prefix + name, t);
   if (buffers)
     for (const auto& [name, t] : buffers_) out.emplace_back(prefix + name, t);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers, out);
+  for (const auto& [name, child] : children_)
+    for (auto& entry : child->collect(params, buffers, prefix + name + ".")) out.push_back(std::move(entry));
+  return out;
 }
 
 // A tensor reached twice (a module used in two places) is listed once, under its first name, as
@@ -57,16 +60,8 @@ static NamedTensors first_of_each(const NamedTensors& all) {
   return out;
 }
 
-NamedTensors Module::named_parameters() const {
-  NamedTensors all;
-  collect("", true, false, all);
-  return first_of_each(all);
-}
-NamedTensors Module::named_buffers() const {
-  NamedTensors all;
-  collect("", false, true, all);
-  return first_of_each(all);
-}
+NamedTensors Module::named_parameters() const { return first_of_each(collect(true, false)); }
+NamedTensors Module::named_buffers() const { return first_of_each(collect(false, true)); }
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
   for (auto& [name, t] : named_parameters()) out.push_back(t);
@@ -101,7 +96,7 @@ static void set_data(const Tensor& t, const Tensor& value) {
 }
 
 // Applies `convert` to every parameter and buffer accepted by `applies`, and to its grad.
-static void convert_all(NamedTensors& tensors, const std::function<bool(const Tensor&)>& applies,
+static void convert_all(NamedTensors tensors, const std::function<bool(const Tensor&)>& applies,
                         const std::function<Tensor(const Tensor&)>& convert) {
   NoGradGuard no_grad;
   for (auto& [name, t] : tensors) {
@@ -114,28 +109,22 @@ static void convert_all(NamedTensors& tensors, const std::function<bool(const Te
 
 void Module::to(DType dtype) {
   AMPGRAD_CHECK(!is_storage_only(dtype), "Module::to: " << dtype_name(dtype) << " holds no parameters (" << storage_only_note(dtype) << ")");
-  NamedTensors all;
-  collect("", true, true, all);
-  convert_all(all, [&](const Tensor& t) { return t.is_floating_point() && t.dtype() != dtype; },
+  convert_all(collect(true, true), [&](const Tensor& t) { return t.is_floating_point() && t.dtype() != dtype; },
               [&](const Tensor& t) { return t.to(dtype); });
 }
 
 void Module::to(Device device) {
-  NamedTensors all;
-  collect("", true, true, all);
-  convert_all(all, [&](const Tensor& t) { return t.device() != device; }, [&](const Tensor& t) { return t.to(device); });
+  convert_all(collect(true, true), [&](const Tensor& t) { return t.device() != device; }, [&](const Tensor& t) { return t.to(device); });
 }
 
 StateDict Module::state_dict() const {
-  StateDict out;
-  collect("", true, true, out);
+  StateDict out = collect(true, true);
   for (auto& [name, t] : out) t = t.detach();
   return out;
 }
 
 void Module::load_state_dict(const StateDict& dict) {
-  NamedTensors own;
-  collect("", true, true, own);
+  NamedTensors own = collect(true, true);
   std::map<std::string, Tensor> given(dict.begin(), dict.end());
   std::set<std::string> known;
   std::string problems;  // every problem, so one failed load shows the whole mismatch

@@ -62,7 +62,7 @@ class Module {
 
  private:
   void check_new_name(const std::string& name) const;
-  void collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out) const;
+  NamedTensors collect(bool params, bool buffers, const std::string& prefix = "") const;
 
   NamedTensors params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

@@ -2,6 +2,8 @@
 // PyTorch's _BatchNorm.forward decides it; the arithmetic is autograd's batch_norm().
 #include "nn/normalization.h"
 
+#include <algorithm>
+
 #include "autograd/grad_mode.h"
 
 namespace ampgrad::nn {
@@ -29,13 +31,8 @@ void BatchNorm::reset_running_stats() {
 }
 
 Tensor BatchNorm::forward(const Tensor& x) {
-  bool rank_ok = false;
-  for (int64_t r : ranks_) rank_ok |= x.dim() == r;
-  if (!rank_ok) {
-    std::string want = std::to_string(ranks_[0]) + "D";
-    if (ranks_.size() > 1) want += " or " + std::to_string(ranks_[1]) + "D";
-    AMPGRAD_CHECK(false, name_ << ": expected " << want << " input (got " << x.dim() << "D input of shape " << shape_str(x.shape()) << ")");
-  }
+  AMPGRAD_CHECK(std::ranges::count(ranks_, x.dim()), name_ << ": expected " << ranks_[0] << "D" << (ranks_.size() > 1 ? " or " + std::to_string(ranks_[1]) + "D" : "")
+                                                        << " input (got " << x.dim() << "D input of shape " << shape_str(x.shape()) << ")");
   const bool tracking = is_training() && options.track_running_stats && !is_forward_rerun();  // a rerun counted already
   double momentum = 0;
   // no momentum: a cumulative average, weight 1/n for the n-th batch (reading n is a host sync on a GPU)

@@ -41,9 +41,8 @@ void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
   for (const auto& [key, value] : state)
     AMPGRAD_CHECK(std::count(keys.begin(), keys.end(), key), "LRScheduler::load_state_dict: unexpected key '" << key << "' (the optimizer has "
                                                                  << base_lrs_.size() << " parameter groups)");
-  const int64_t last_epoch = checked_int64(state.at("last_epoch"), "LRScheduler::load_state_dict: 'last_epoch'", 0);
+  last_epoch_ = checked_int64(state.at("last_epoch"), "LRScheduler::load_state_dict: 'last_epoch'", 0);
   for (size_t g = 0; g < base_lrs_.size(); ++g) base_lrs_[g] = state.at(keys[g + 1]);
-  last_epoch_ = last_epoch;
   apply();  // whatever the optimizer held, loaded before or after: the rates of that epoch
 }
 

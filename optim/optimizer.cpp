@@ -59,13 +59,11 @@ void Optimizer::set_lr(double lr) { std::fill(lrs_.begin(), lrs_.end(), lr); }
 void Optimizer::zero_grad(bool set_to_none) {
   for (Tensor& p : params_) {
     Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (set_to_none) {
-      p.set_grad(Tensor());
-      continue;
+    if (set_to_none) p.set_grad(Tensor());
+    else if (g.defined()) {
+      if (g.requires_grad()) p.set_grad(g = g.detach());  // made with create_graph: its graph goes, as in PyTorch
+      g.zero_();
     }
-    if (g.requires_grad()) p.set_grad(g = g.detach());  // made with create_graph: its graph goes, as in PyTorch
-    g.zero_();
   }
 }
 

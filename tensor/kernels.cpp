@@ -267,9 +267,10 @@ Tensor cross_entropy_backward(const Tensor& logp, const Tensor& index, const Ten
                    [&] { return cuda::cross_entropy_backward(logp, index, kept, coef, hit, spread, scale, dtype); });
 }
 
-// Layer norm's rows: x (R, D) floating; weight and bias (D) in x's math dtype; the backward's
-// g like x, and mean and rstd (R) as the forward made them. The backends may assume all of it.
-static void check_layer_norm_params(const Tensor& x, const Tensor& w, const Tensor& b) {
+// Layer norm's rows: x (R, D) floating; weight and bias (D) in x's math dtype, which is returned;
+// the backward's g like x, and mean and rstd (R) as the forward made them. The backends may
+// assume all of it.
+static DType check_layer_norm_params(const Tensor& x, const Tensor& w, const Tensor& b) {
   AMPGRAD_CHECK(x.dim() == 2, "layer_norm: expected rows (R, D), got shape " << shape_str(x.shape()));
   require_floating("layer_norm", x.dtype());
   const DType math = is_half(x.dtype()) ? kFloat32 : x.dtype();
@@ -277,14 +278,14 @@ static void check_layer_norm_params(const Tensor& x, const Tensor& w, const Tens
     AMPGRAD_CHECK(!p->defined() || (p->shape() == Shape{x.size(1)} && p->dtype() == math),
                   "layer_norm: weight/bias must be (" << x.size(1) << ") " << dtype_name(math) << " for a " << dtype_name(x.dtype())
                                                       << " input, got " << shape_str(p->shape()) << " " << dtype_name(p->dtype()));
+  return math;
 }
 std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
   check_layer_norm_params(x, w, b);
   return on_device("layer_norm", {&x, &w, &b}, [&] { return cpu::layer_norm(x, w, b, eps); }, [&] { return cuda::layer_norm(x, w, b, eps); });
 }
 Tensor layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
-  check_layer_norm_params(x, w, {});
-  const DType math = is_half(x.dtype()) ? kFloat32 : x.dtype();
+  const DType math = check_layer_norm_params(x, w, {});
   AMPGRAD_CHECK(g.shape() == x.shape() && g.dtype() == x.dtype(), "layer_norm_backward: gradient " << shape_str(g.shape()) << " "
                     << dtype_name(g.dtype()) << " does not match input " << shape_str(x.shape()) << " " << dtype_name(x.dtype()));
   for (const Tensor* t : {&mean, &rstd})

@@ -85,20 +85,18 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
   return fill_from(t, gen, [=](Generator& g) { return mean + std * g.normal(); });
 }
 
-static Tensor fresh(const Shape& shape, TensorOptions opts) { return empty(shape, opts.requires_grad(false)); }
-static Tensor finish(Tensor t, TensorOptions opts) { return opts.requires_grad_ ? t.requires_grad_() : t; }
-
+// The fills write through the kernels, so a tensor made to require grad can be filled.
 Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
-  Tensor t = fresh(shape, opts);
-  return finish(uniform_(t, 0, 1, gen), opts);
+  Tensor t = empty(shape, opts);
+  return uniform_(t, 0, 1, gen);
 }
 Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
-  Tensor t = fresh(shape, opts);
-  return finish(normal_(t, 0, 1, gen), opts);
+  Tensor t = empty(shape, opts);
+  return normal_(t, 0, 1, gen);
 }
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
   AMPGRAD_CHECK(high > low, "randint: empty range [" << low << ", " << high << ")");
-  Tensor t = fresh(shape, opts.dtype(opts.dtype_or(kInt64)));
+  Tensor t = empty(shape, opts.dtype(opts.dtype_or(kInt64)).requires_grad(false));
   uint64_t span = uint64_t(high - low);
   return fill_from(t, gen, [=](Generator& g) { return double(low + int64_t(g.next() % span)); });
 }

@@ -99,14 +99,8 @@ void* Tensor::raw_data() const {
 }
 
 Tensor Tensor::as_strided(Shape shape, Shape strides, int64_t offset) const {
-  auto v = std::make_shared<TensorImpl>();
-  v->storage = impl().storage;
-  v->shape = std::move(shape);
-  v->strides = std::move(strides);
-  v->offset = offset;
-  v->dtype = dtype();
-  v->is_view = true;
-  return Tensor(v);
+  return Tensor(std::make_shared<TensorImpl>(
+      TensorImpl{.storage = impl().storage, .shape = std::move(shape), .strides = std::move(strides), .offset = offset, .dtype = dtype(), .is_view = true}));
 }
 
 template <class T> std::vector<T> to_vector(const Tensor& t) {
@@ -125,19 +119,16 @@ template <class T> T Tensor::item() const {
 
 Tensor empty(const Shape& shape, TensorOptions o) {
   for (int64_t d : shape) AMPGRAD_CHECK(d >= 0, "empty: negative dimension in shape " << shape_str(shape));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->dtype = o.dtype_or(kFloat32);
-  impl->storage = std::make_shared<Storage>(size_product(numel_of(shape), int64_t(itemsize(impl->dtype)), shape), o.device_);
-  impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
-  Tensor t(impl);
+  const DType dtype = o.dtype_or(kFloat32);
+  const int64_t nbytes = size_product(numel_of(shape), int64_t(itemsize(dtype)), shape);
+  Tensor t(std::make_shared<TensorImpl>(
+      TensorImpl{.storage = std::make_shared<Storage>(nbytes, o.device_), .shape = shape, .strides = contiguous_strides(shape), .dtype = dtype}));
   if (o.requires_grad_) t.requires_grad_();
   return t;
 }
 Tensor full(const Shape& shape, double value, TensorOptions o) {
-  Tensor t = empty(shape, o.requires_grad(false));
-  kernels::fill_(t, value);
-  if (o.requires_grad_) t.requires_grad_();
+  Tensor t = empty(shape, o);
+  kernels::fill_(t, value);  // the kernel, not Tensor::fill_: a leaf that requires grad may be filled here
   return t;
 }
 Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); }
@@ -162,9 +153,8 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOption
   if (host.numel() > 0) std::memcpy(host.raw_data(), data, host.numel() * itemsize(dtype));  // an empty vector's data may be null
   o = o.dtype(o.dtype_or(dtype));  // no dtype chosen: the data's own
   if (o.dtype_ == dtype && o.device_.is_cpu()) return o.requires_grad_ ? host.requires_grad_() : host;
-  Tensor out = empty(shape, o.requires_grad(false));
+  Tensor out = empty(shape, o);
   kernels::copy_(out, host);
-  if (o.requires_grad_) out.requires_grad_();
   return out;
 }
 

@@ -43,8 +43,8 @@ struct TensorImpl {
   bool is_view = false;  // shares storage with the tensor it was made from
   // Autograd state; only autograd/ reads or writes it.
   bool requires_grad = false;
-  std::shared_ptr<TensorImpl> grad;
-  std::shared_ptr<autograd::Node> grad_fn;
+  std::shared_ptr<TensorImpl> grad = nullptr;  // (initialised, so a designated initializer may leave them out)
+  std::shared_ptr<autograd::Node> grad_fn = nullptr;
 };
 
 // What a creation function makes: a dtype, a device, requires_grad. "No dtype chosen" is kept
