@@ -34,20 +34,20 @@ struct NonFiniteCount {
 NonFiniteCount count_nonfinite(const Tensor& t);
 
 struct NonFiniteReport {
-  bool backward = false;       // found in a backward pass, not the forward
-  std::string op;              // the op whose output held it ("linear"), or "AccumulateGrad"
-  std::string node;            // backward: the node whose backward ran it ("linear")
-  std::string module;          // the module whose parameter the op read ("model.3"), or "" if none did
-  std::string after_module;    // no parameter read: the last module that ran before it
-  std::string parameter;       // AccumulateGrad: the parameter whose gradient it was
-  DType dtype = kFloat32;      // the dtype the op ran in
-  std::optional<Cast> policy;  // forward under autocast: the row of amp/policy.h that chose the dtype
-  std::string policy_op;       // that row's op (for autocast's own cast: the op it cast for)
-  NonFiniteCount output;       // what the output held
-  double max_abs_input = -1;   // the largest |input| (-1: no floating input)
-  std::string max_input;       // which input that was ("model.3.weight", "input 0")
-  NonFiniteCount input_held;   // what that input held, if it was not finite already (a NaN batch, a NaN weight)
-  std::string str() const;     // a few lines, each naming what it says
+  bool backward = false;          // found in a backward pass, not the forward
+  std::string op{};               // the op whose output held it ("linear"), or "AccumulateGrad"
+  std::string node{};             // backward: the node whose backward ran it ("linear")
+  std::string module{};           // the module whose parameter the op read ("model.3"), or "" if none did
+  std::string after_module{};     // no parameter read: the last module that ran before it
+  std::string parameter{};        // AccumulateGrad: the parameter whose gradient it was
+  DType dtype = kFloat32;         // the dtype the op ran in
+  std::optional<Cast> policy{};   // forward under autocast: the row of amp/policy.h that chose the dtype
+  std::string policy_op{};        // that row's op (for autocast's own cast: the op it cast for)
+  NonFiniteCount output{};        // what the output held
+  double max_abs_input = -1;      // the largest |input| (-1: no floating input)
+  std::string max_input{};        // which input that was ("model.3.weight", "input 0")
+  NonFiniteCount input_held{};    // what that input held, if it was not finite already (a NaN batch, a NaN weight)
+  std::string str() const;        // a few lines, each naming what it says
 };
 
 // The largest finite value of a floating dtype: 65504 for float16.

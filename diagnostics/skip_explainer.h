@@ -37,7 +37,7 @@ struct SkipWatchOptions {
   // Under data parallelism, a 0-d count summed over every rank (on a copy), so that a loss gone
   // non-finite on one rank stops them all at the same step: a rank that stopped alone would leave
   // the others waiting in their next collective. Unset: this process alone.
-  std::function<Tensor(const Tensor&)> sum_over_ranks;
+  std::function<Tensor(const Tensor&)> sum_over_ranks{};
 };
 
 // Per parameter, how many gradient elements are inf or NaN (a host read of each gradient).
