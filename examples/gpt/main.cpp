@@ -7,6 +7,7 @@
 #include "failure_watch_flags.h"
 #include "flags.h"
 #include "gpt/trainer.h"
+#include "report_errors.h"
 
 int main(int argc, char** argv) {
   using ampgrad::examples::real_number, ampgrad::examples::whole_number;
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
     gpt::TrainResult r = gpt::train(c, *log);
     if (!r.sample.empty()) std::cout << "--- sample (" << c.sample_chars << " characters, temperature " << c.temperature << ") ---\n" << r.sample << "\n";
   } catch (const std::exception& e) {
-    std::cerr << "gpt: " << e.what() << "\n";
+    print_error("gpt", e);
     if (c.ddp) ampgrad::examples::data_parallel::abort_all(1);
     return 1;
   }

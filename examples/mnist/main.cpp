@@ -11,6 +11,7 @@
 #include "data_parallel.h"
 #include "failure_watch_flags.h"
 #include "mnist/trainer.h"
+#include "report_errors.h"
 
 int main(int argc, char** argv) {
   using ampgrad::examples::real_number, ampgrad::examples::whole_number;
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
               << std::fixed << std::setprecision(4) << " test_acc=" << r.epochs.back().test_acc << std::setprecision(0)
               << " train_samples_per_s=" << r.train_samples_per_s << "\n";
   } catch (const std::exception& e) {
-    std::cerr << "mnist: " << e.what() << "\n";
+    print_error("mnist", e);
     if (c.ddp) ampgrad::examples::data_parallel::abort_all(1);
     return 1;
   }
