@@ -1,6 +1,6 @@
 // matmul.cpp — CPU GEMM on Eigen. The output's rows are cut into tiles, each computed by
 // Eigen's sequential GEMM on one thread (parallel.h shares them out): no thread waits for
-// another mid-GEMM, each packs only its own rows of a, no two write the same cache line, and
+// another mid-GEMM, each packs only its own rows of a and writes its own run of C's rows, and
 // since every row is computed with the arithmetic the whole GEMM gives it, the bits do not
 // depend on the thread count. float16/bfloat16 emulate a tensor core: inputs widened to float32
 // (exact), float32 accumulation, the result rounded to half once, tile by tile in the thread's
