@@ -2,9 +2,9 @@
 # fuzz.sh — builds the libFuzzer harnesses of tests/fuzz/ (clang 14, ASan + UBSan, in
 # build-asan beside the sanitized suites: scripts/clang-tree.sh), writes their seed corpora with
 # the library's own writers, and runs each harness for N seconds (default 60) under a 256 MB
-# memory limit. Prints the executions and findings of each; exits non-zero on any crash, leak,
-# out-of-memory or timeout. Inputs the fuzzer found interesting stay in build-asan/fuzz/corpus/
-# for the next run; findings go to build-asan/fuzz/findings/.
+# memory limit, all at once. Prints the executions and findings of each; exits non-zero on any
+# crash, leak, out-of-memory or timeout. Inputs the fuzzer found interesting stay in
+# build-asan/fuzz/corpus/ for the next run; findings go to build-asan/fuzz/findings/.
 #   scripts/fuzz.sh            # 60 s each
 #   scripts/fuzz.sh 600        # ten minutes each
 #   scripts/fuzz.sh 20 -seed=1 # extra arguments go to every libFuzzer run
@@ -22,14 +22,20 @@ $build/tests/fuzz/fuzz_write_seeds $out/seeds >/dev/null
 # A smaller ASan quarantine (default 256 MB) keeps freed memory from counting against the RSS limit.
 export ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=16 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=1
 export TMPDIR=${TMPDIR:-$([ -d /dev/shm ] && echo /dev/shm || echo /tmp)}  # the harnesses' scratch files
-failed=0
-for name in idx safetensors training_checkpoint; do
+names=(idx safetensors training_checkpoint)
+# The harnesses run at once, sharing the cores: N seconds in all, not 3N.
+for name in "${names[@]}"; do
   mkdir -p $out/corpus/$name $out/findings/$name
-  log=$out/$name.log
-  rc=0
-  $build/tests/fuzz/fuzz_$name $out/corpus/$name $out/seeds/$name -dict=tests/fuzz/$name.dict \
-    -max_total_time="$seconds" -rss_limit_mb=256 -malloc_limit_mb=256 -timeout=10 -print_final_stats=1 \
-    -artifact_prefix=$out/findings/$name/ "$@" >"$log" 2>&1 || rc=$?
+  { rc=0
+    $build/tests/fuzz/fuzz_$name $out/corpus/$name $out/seeds/$name -dict=tests/fuzz/$name.dict \
+      -max_total_time="$seconds" -rss_limit_mb=256 -malloc_limit_mb=256 -timeout=10 -print_final_stats=1 \
+      -artifact_prefix=$out/findings/$name/ "$@" >$out/$name.log 2>&1 || rc=$?
+    echo $rc >$out/$name.rc; } &
+done
+wait
+failed=0
+for name in "${names[@]}"; do
+  log=$out/$name.log rc=$(cat $out/$name.rc)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   findings=$(find $out/findings/$name -type f | wc -l)
   printf '%-20s %10s executions  %s findings  (exit %s, log %s)\n' "$name" "${execs:-?}" "$findings" "$rc" "$log"

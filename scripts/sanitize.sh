@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/clang-tree.sh
 jobs=$(nproc 2>/dev/null || echo 2)
-suites=$(for f in tests/test_*.cpp; do basename "$f" .cpp; done | grep -v '^test_main$')
-cmake --build build-asan -j"$jobs" --target $suites
+# Everything the tree has (the suites, the programs they run, the fuzzers) in one parallel build:
+# given a list of targets, make builds one after another, each on one core.
+cmake --build build-asan -j"$jobs"
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 ctest --test-dir build-asan --output-on-failure -j"$jobs" "$@"

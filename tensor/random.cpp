@@ -53,13 +53,13 @@ Generator::State Generator::State::from_string(const std::string& text) {
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
-static thread_local DrawRecorder* recording = nullptr;
-DrawRecorder::DrawRecorder() : prev_(recording) { recording = this; }
-DrawRecorder::~DrawRecorder() { recording = prev_; }
+static thread_local DrawRecorder* innermost = nullptr;
+DrawRecorder::DrawRecorder() : prev_(innermost) { innermost = this; }
+DrawRecorder::~DrawRecorder() { innermost = prev_; }
 
 Generator& draw_source(Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
-  for (DrawRecorder* r = recording; r; r = r->prev_) {
+  for (DrawRecorder* r = innermost; r; r = r->prev_) {
     auto seen = [&g](const auto& entry) { return entry.first == &g; };
     if (std::none_of(r->drawn_.begin(), r->drawn_.end(), seen)) r->drawn_.emplace_back(&g, g.get_state());
   }
