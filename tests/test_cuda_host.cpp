@@ -13,6 +13,9 @@
 #ifdef AMPGRAD_WITH_CUDA
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include "tensor/cuda/dispatch.cuh"
@@ -461,6 +464,19 @@ TEST_CASE("the caching allocator rounds below 1 MiB to 512 B, above to eighths o
     CHECK(double(r - n) <= double(n) / 8);    // at most an eighth wasted
     CHECK(cuda::rounded_block_size(r) == r);  // a rounded size is its own free list's
   }
+}
+// tensor/cuda/cublas_lazy.cpp: nothing loads libcublas at start (its constructors took 0.4 s of every
+// process); the first cuBLAS call does, and then answers from the real library, GPU or none.
+TEST_CASE("cuBLAS is loaded by its first call, not at program start") {
+  auto cublas_mapped = [] {
+    std::ifstream maps("/proc/self/maps");
+    return std::string(std::istreambuf_iterator<char>(maps), {}).find("libcublas") != std::string::npos;
+  };
+  REQUIRE_FALSE(cublas_mapped());
+  CHECK(std::string(cublasGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED)) == "the library was not initialized");
+  CHECK(std::string(cublasGetStatusString(CUBLAS_STATUS_ARCH_MISMATCH)) ==
+        "the function requires an architectural feature absent from the device");
+  CHECK(cublas_mapped());
 }
 
 #else
