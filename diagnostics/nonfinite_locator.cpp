@@ -89,7 +89,8 @@ void NonFiniteLocator::on_op_output(const Tensor& out, const char* op, const std
   // autocast's own cast (of an input or a weight): its row is that of the op it casts for, the next one
   const char* maker = MadeBy::now();
   const bool autocast_cast = forward && maker && std::strncmp(maker, "autocast", 8) == 0;
-  const std::optional<Op> row = forward && !autocast_cast && is_enabled(out.device().type) ? op_named(op) : std::nullopt;
+  std::optional<Op> row;
+  if (forward && !autocast_cast && is_enabled(out.device().type)) row = op_named(op);
   if (report_ && awaiting_consumer_ && forward && row) {  // the op autocast cast for
     report_->policy = category(*row, out.device().type);
     report_->policy_op = policy(*row).name;

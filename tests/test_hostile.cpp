@@ -72,9 +72,11 @@ TEST_CASE("outputs: a write that fails (here a file size limit of 0, as a full d
   Programs p;
   const std::string metrics = p.dir / "metrics.csv";
   const int64_t before = p.dir.entries();
-  // SIGXFSZ ignored: the write returns EFBIG, as it returns ENOSPC on a full disk
-  const CommandResult r = run_command("timeout 60 bash -c \"trap '' XFSZ; ulimit -f 0; exec " + p.mnist + " --metrics " + metrics + "\"");
-  // The sanitizer build's clang links LLVM's OpenMP, which registers itself in a file in /dev/shm
+  // SIGXFSZ ignored: the write returns EFBIG, as it returns ENOSPC on a full disk. The sanitizer
+  // build's clang links LLVM's OpenMP, which registers itself in a file in /dev/shm: the limit stops it
+  // at start and leaves that file empty, and a later process given the same pid would die reading it.
+  const CommandResult r = run_command("timeout 60 bash -c \"trap '' XFSZ; (ulimit -f 0; exec " + p.mnist + " --metrics " + metrics +
+                                      ") & wait \\$!; rc=\\$?; rm -f /dev/shm/__KMP_REGISTERED_LIB_\\$!_\\$(id -u); exit \\$rc\"");
   SKIP_TEST_IF(r.output.find("OMP: Error #179") != std::string::npos, "LLVM's OpenMP runtime cannot start under a file size limit of 0");
   CHECK(r.status == 1);
   CHECK_MESSAGE(r.output.find(metrics + ": writing " + metrics + ".tmp.") != std::string::npos, r.output);
