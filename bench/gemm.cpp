@@ -41,7 +41,8 @@ using Vec = __m512;
 constexpr int kLanes = 16;
 inline Vec vset(float x) { return _mm512_set1_ps(x); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-inline float vsum(Vec a) { return _mm512_reduce_add_ps(a); }
+// vsum keeps the chains live; a store, as _mm512_reduce_add_ps makes GCC 12 warn (bug 105593)
+inline float vsum(Vec a) { float out[16]; _mm512_storeu_ps(out, a); return out[0] + out[15]; }
 #elif defined(__AVX2__) && defined(__FMA__)
 using Vec = __m256;
 constexpr int kLanes = 8;

@@ -55,7 +55,7 @@ struct OpInfo {
   int steps = 8;       // roundings to the dtype along the longest chain, forward and backward
   bool differentiable = true;
   int rounded = 0;     // a composite's roundings to a 16-bit dtype before its last (0: computes in float32, rounds once)
-  std::string no_nonfinite;  // why the NaN/inf sample cannot apply to this entry; empty: it applies
+  std::string no_nonfinite{};  // why the NaN/inf sample cannot apply to this entry; empty: it applies
   std::string name() const { return std::string(amp::policy(op).name) + (variant.empty() ? "" : " " + variant); }
 };
 
