@@ -90,7 +90,7 @@ void GradScaler::update(std::optional<double> new_scale) {
   bool any = false;
   for (auto& [opt, st] : per_optimizer_)
     if (st.found_inf.defined()) {
-      kernels::axpy_(found, st.found_inf, 1.0);
+      kernels::add_(found, st.found_inf, 1.0);
       any = true;
     }
   if (new_scale) {

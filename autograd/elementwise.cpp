@@ -79,9 +79,9 @@ enum class Save { input, output, nothing };
 static Tensor as_float(const Tensor& x) { return x.is_floating_point() ? x : autograd::cast(x, kFloat32); }
 
 template <class Backward>
-static Tensor unary_op(Op op, Unary k, const Tensor& x_in, Save what, Backward backward) {
+static Tensor unary_op(Op op, Unary k, const Tensor& x_in, Save what, Backward backward, const kernels::ScalarArgs& scalars = {}) {
   auto [x] = cast_inputs(op, x_in);
-  Tensor out = kernels::unary(k, x);
+  Tensor out = kernels::unary(k, x, scalars);
   record(kernels::unary_name(k), out, {x}, [saved = Saved(what == Save::input ? x : what == Save::output ? out : Tensor()), backward](const Tensor& g, const Needs&) {
     return grads(backward(g, saved));
   });
@@ -150,30 +150,36 @@ Tensor silu(const Tensor& x_in) {
   return out;
 }
 
-Tensor pow(const Tensor& x_in, double p) {  // d/dx x^p = p x^(p-1)
-  auto [x] = cast_inputs(Op::pow, x_in);
-  Tensor out = kernels::pow_scalar(x, p);
-  record("pow", out, {x}, [x = Saved(x), p](const Tensor& g, const Needs&) {
-    if (p == 0) return grads(zeros_like(g));  // x^0 = 1 everywhere, 0^-1 must not make a NaN
-    return grads(p == 2 ? g * x * 2.0 : g * pow(x, p - 1) * p);
-  });
-  return out;
+// ---- unary ops with scalar arguments: the kernel's functor holds them (tensor/elementwise_ops.h)
+
+// leaky_relu(x) = x > 0 ? x : x·negative_slope; its derivative is 1 where x > 0, the slope
+// elsewhere (a NaN x included, as PyTorch's), applied to g in float32 (Tensor * Scalar).
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return unary_op(Op::leaky_relu, Unary::leaky_relu, x, Save::input, [negative_slope](const Tensor& g, const Tensor& x) {
+    return where(gt(x, scalar_like(0, x)), g, g * negative_slope);
+  }, {negative_slope});
 }
 
+Tensor pow(const Tensor& x, double p) {  // d/dx x^p = p x^(p-1)
+  return unary_op(Op::pow, Unary::pow, x, Save::input, [p](const Tensor& g, const Tensor& x) {
+    if (p == 0) return zeros_like(g);  // x^0 = 1 everywhere, 0^-1 must not make a NaN
+    return p == 2 ? g * x * 2.0 : g * pow(x, p - 1) * p;
+  }, {p});
+}
+
+// A bound left out is no bound: ∓inf to the kernel, and no test in the gradient (a NaN x passes its
+// gradient where it meets no bound, as PyTorch's clamp_backward).
 Tensor clamp(const Tensor& x_in, std::optional<Scalar> min, std::optional<Scalar> max) {
-  auto [x0] = cast_inputs(Op::clamp, x_in);
   // a bound written as a float makes an integer x float32 (PyTorch's result_type): clamp(i, 2.0)
   auto is_float = [](const std::optional<Scalar>& b) { return b && !b->integral; };
-  Tensor x = x0.is_floating_point() || !(is_float(min) || is_float(max)) ? x0 : as_float(x0);
+  const Tensor x = x_in.is_floating_point() || !(is_float(min) || is_float(max)) ? x_in : as_float(x_in);
   const std::optional<double> lo = min ? std::optional(min->value) : std::nullopt, hi = max ? std::optional(max->value) : std::nullopt;
-  Tensor out = kernels::clamp(x, lo, hi);
-  record("clamp", out, {x}, [x = Saved(x), lo, hi](const Tensor& g, const Needs&) {
+  return unary_op(Op::clamp, Unary::clamp, x, Save::input, [lo, hi](const Tensor& g, const Tensor& x) {
     Tensor zero = scalar_like(0, g), gx = g;  // gradient passes where lo <= x <= hi
     if (lo) gx = where(ge(x, scalar_like(*lo, x)), gx, zero);
     if (hi) gx = where(le(x, scalar_like(*hi, x)), gx, zero);
-    return grads(gx);
-  });
-  return out;
+    return gx;
+  }, {lo.value_or(-INFINITY), hi.value_or(INFINITY)});
 }
 
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
@@ -191,12 +197,9 @@ static Tensor compare(Op op, Binary k, const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = cast_and_promote(op, a_in, b_in);
   return kernels::binary(k, a, b);
 }
-Tensor eq(const Tensor& a, const Tensor& b) { return compare(Op::eq, Binary::eq, a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare(Op::ne, Binary::ne, a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare(Op::lt, Binary::lt, a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare(Op::le, Binary::le, a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare(Op::gt, Binary::gt, a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare(Op::ge, Binary::ge, a, b); }
+// eq, ne, lt, le, gt, ge: one line each in tensor/ops.def
+#define COMPARE_KERNEL(name, Functor, cuda, cpu) Tensor name(const Tensor& a, const Tensor& b) { return compare(Op::name, Binary::name, a, b); }
+#include "tensor/ops.def"
 
 // ---- operators
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

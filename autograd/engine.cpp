@@ -58,7 +58,7 @@ static void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
   AMPGRAD_CHECK(g.dtype() == leaf.dtype, "backward: gradient dtype " << dtype_name(g.dtype()) << " does not match the leaf's " << dtype_name(leaf.dtype));
   Span span("AccumulateGrad", SpanKind::node);  // PyTorch's name for this step, to listeners
   const Tensor grad(leaf.grad);
-  if (grad.defined() && !is_grad_enabled() && grad.is_contiguous() && !grad.shares_storage(g)) kernels::axpy_(grad, g, 1.0);
+  if (grad.defined() && !is_grad_enabled() && grad.is_contiguous() && !grad.shares_storage(g)) kernels::add_(grad, g, 1.0);
   else if (grad.defined()) leaf.grad = (grad + g).impl_ptr();
   else if (g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().is_view && g.is_contiguous())
     leaf.grad = g.impl_ptr();

@@ -29,7 +29,7 @@ Float8Tensor to_float8(const Tensor& x, DType float8_dtype) {
   // Two passes over x, each a kernel (tensor/float8.h has their per-element rules); the scales
   // are 0-d tensors on x's device, so nothing waits for the host.
   const Tensor amax = kernels::abs_max(x);
-  const Tensor scale = kernels::binary(kernels::Binary::div, full({}, float8_max(float8_dtype), f32), kernels::clamp(amax, 1e-12, std::nullopt));
+  const Tensor scale = kernels::binary(kernels::Binary::div, full({}, float8_max(float8_dtype), f32), kernels::unary(kernels::Unary::clamp, amax, {1e-12, INFINITY}));
   return {kernels::scaled_cast(x, scale, float8_dtype), kernels::binary(kernels::Binary::div, full({}, 1.0, f32), scale)};
 }
 
@@ -52,7 +52,7 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
   // GPU's bfloat16 tensor cores, and otherwise widens. (Hopper's FP8 tensor cores are reported to
   // keep fewer bits in their accumulators.) No product or sum is a float32 subnormal: all are
   // multiples of the smallest product, 2^-25, which the instruction's flush to zero never meets.
-  Tensor acc = kernels::bmm(as_dtype(a, kBFloat16), as_dtype(b, kBFloat16), kFloat32);
+  Tensor acc = kernels::gemm(as_dtype(a, kBFloat16), as_dtype(b, kBFloat16), kFloat32);
   const Tensor both = kernels::binary(kernels::Binary::mul, scale_a.reshape({}), scale_b.reshape({}));
   return as_dtype(kernels::binary(kernels::Binary::mul, acc, both), out_dtype);
 }
@@ -61,7 +61,7 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
 static Tensor float8_linear_2d(const Tensor& x, const Tensor& w, const Tensor& b, const amp::Float8Recipe& recipe, DType out_dtype) {
   const Float8Tensor x8 = to_float8(x, recipe.forward), w8 = to_float8(w, recipe.forward);
   Tensor out = scaled_mm(x8.data, w8.data.t(), x8.inv_scale, w8.inv_scale, out_dtype);
-  if (b.defined()) kernels::axpy_(out, as_dtype(b, out_dtype), 1.0);  // bias broadcast over rows
+  if (b.defined()) kernels::add_(out, as_dtype(b, out_dtype), 1.0);  // bias broadcast over rows
   // Each operand is kept for the other's gradient only, and kept in float8: saved activations
   // take a byte an element.
   const Float8Tensor keep_x = w.requires_grad() ? x8 : Float8Tensor{}, keep_w = x.requires_grad() ? w8 : Float8Tensor{};

@@ -3,7 +3,7 @@
 // float8 type with a scale of its own, chosen so its largest magnitude lands on the type's
 // largest finite value, and the GEMM multiplies the 8-bit values and applies both scales once.
 // The arithmetic is an FP8 GEMM's with float32 accumulation, emulated: products of 8-bit values
-// are exact in float32, and are summed in float32 (kernels::bmm of bfloat16 copies, which hold
+// are exact in float32, and are summed in float32 (kernels::gemm of bfloat16 copies, which hold
 // float8 values exactly, into float32), so a CPU run gives the numerics of FP8 training, at a
 // bfloat16 GEMM's speed, not an FP8 one's.
 //

@@ -236,7 +236,7 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, con
   }
   const std::vector<Tensor> m = in_math_dtype({p, t, w});
   const Tensor &pm = m[0], &tm = m[1], &wm = m[2];
-  auto clamped_log = [](const Tensor& v) { return kernels::clamp(kernel(U::log, v), -100.0, std::nullopt); };
+  auto clamped_log = [](const Tensor& v) { return kernel(U::clamp, kernel(U::log, v), {-100.0, INFINITY}); };
   const Tensor log_p = clamped_log(pm), log_q = clamped_log(kernel(B::sub, scalar_like(1, pm), pm));
   Tensor loss = kernel(U::neg, kernel(B::add, log_q, kernel(B::mul, tm, kernel(B::sub, log_p, log_q))));  // −(log q + t (log p − log q))
   if (wm.defined()) loss = kernel(B::mul, loss, wm);
@@ -320,8 +320,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
   const int64_t N = x.size(0), Cout = w.size(0), kh = w.size(2), kw = w.size(3);
   Tensor cols = kernels::im2col(x, kh, kw, stride, pad);
   const int64_t Ho = kernels::window_out_size(x.size(2), kh, stride, pad), Wo = kernels::window_out_size(x.size(3), kw, stride, pad);
-  Tensor out2 = kernels::bmm(cols, w.detach().reshape({Cout, -1}).t());  // (N·Ho·Wo, Cout): W2ᵀ, a view of w
-  if (b.defined()) kernels::axpy_(out2, b, 1.0);
+  Tensor out2 = kernels::gemm(cols, w.detach().reshape({Cout, -1}).t(), cols.dtype());  // (N·Ho·Wo, Cout): W2ᵀ, a view of w
+  if (b.defined()) kernels::add_(out2, b, 1.0);
   Tensor out = empty({N, Cout, Ho, Wo}, TensorOptions(x.dtype()).device(x.device()));
   kernels::copy_(out, out2.view({N, Ho, Wo, Cout}).permute({0, 3, 1, 2}));
   // Saves x, not `cols`: the im2col matrix is kh·kw times larger (25 times for 5x5), and redoing

@@ -20,7 +20,7 @@ using autograd::Saved;
 // being the same scaling, so a backward that scales can be differentiated again.
 inline Tensor scaled(const Tensor& g, double factor) {
   Tensor out = g.detach().clone();
-  kernels::scale_(out, factor);
+  kernels::mul_(out, factor);
   record("scaled", out, {g}, [factor](const Tensor& gg, const Needs&) { return grads(scaled(gg, factor)); });
   return out;
 }
@@ -34,7 +34,7 @@ inline Tensor rounded_to(const Tensor& x, DType dtype) { return autograd::cast(x
 // Kernel arithmetic, with no graph and no autocast consultation: for an op that consulted the
 // policy table once and records its own backward (the norms, the binary cross-entropies).
 inline Tensor kernel(kernels::Binary op, const Tensor& a, const Tensor& b) { return kernels::binary(op, a, b); }
-inline Tensor kernel(kernels::Unary op, const Tensor& x) { return kernels::unary(op, x); }
+inline Tensor kernel(kernels::Unary op, const Tensor& x, const kernels::ScalarArgs& scalars = {}) { return kernels::unary(op, x, scalars); }
 
 // linear's shape rule, shared by the ops a linear route runs: x (..., Din), weight (Dout, Din), bias (Dout).
 void check_linear_shapes(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias);

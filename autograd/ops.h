@@ -30,15 +30,17 @@ struct Scalar {
 };
 
 // ---- elementwise (broadcasting; mixed dtypes promote as in PyTorch) ----
-// The plain ones come from tensor/ops.def: Tensor name(const Tensor& x) for every UNARY op
-// (neg, exp, log, log1p, sqrt, abs, tanh, sigmoid, relu, gelu, ...), and
-// Tensor name(const Tensor& a, const Tensor& b) for add, sub, mul, div and the comparisons
+// The plain ones come from tensor/ops.def: for every UNARY op (neg, exp, log, sqrt, relu, ...)
+// Tensor name(const Tensor& x) followed by its scalar arguments, as its line declares them
+// (ARG(double, negative_slope, 0.01) gives `double negative_slope = 0.01`):
+//   Tensor pow(const Tensor& x, double exponent);
+//   Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);  // a float bound makes an integer x float32
+// and Tensor name(const Tensor& a, const Tensor& b) for add, sub, mul, div and the comparisons
 // (eq, ne, lt, le, gt, ge: bool outputs, no gradient).
-#define UNARY(name, cuda, cpu, ...) Tensor name(const Tensor& x);
+#define ARG(type, name, ...) , type name __VA_OPT__(= __VA_ARGS__)
+#define UNARY(name, cuda, cpu, args, ...) Tensor name(const Tensor& x AMPGRAD_ARGS args);
 #define BINARY_KERNEL(name, Functor, cuda, cpu) Tensor name(const Tensor& a, const Tensor& b);
 #include "tensor/ops.def"
-Tensor pow(const Tensor& x, double exponent);
-Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);  // a float bound makes an integer x float32
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // The scalar as a 0-d tensor on like's device, in the dtype the rule above gives.

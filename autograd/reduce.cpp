@@ -36,7 +36,7 @@ Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
   require_floating("mean", x.dtype());
   const double n = (double)reduced_count(x, dims);
   Tensor out = kernels::sum(widened(x), dims, keepdim);
-  kernels::scale_(out, 1.0 / n);
+  kernels::mul_(out, 1.0 / n);
   out = rounded_to(out, x.dtype());
   record("mean", out, {x}, [x_shape = x.shape(), dims, n](const Tensor& g, const Needs&) {
     return grads(scaled(g, 1.0 / n).reshape(keepdim_shape(x_shape, dims)).expand(x_shape));

@@ -96,9 +96,9 @@ Tensor& Tensor::fill_(double v) { check_inplace("fill_", *this); kernels::fill_(
 Tensor& Tensor::copy_(const Tensor& src) { check_inplace("copy_", *this); kernels::copy_(*this, src); return *this; }
 Tensor& Tensor::add_(const Tensor& o, double alpha) {
   check_inplace("add_", *this);
-  kernels::axpy_(*this, o.dtype() == dtype() ? o : o.detach().to(dtype()), alpha);
+  kernels::add_(*this, o.dtype() == dtype() ? o : o.detach().to(dtype()), alpha);
   return *this;
 }
-Tensor& Tensor::mul_(double f) { check_inplace("mul_", *this); kernels::scale_(*this, f); return *this; }
+Tensor& Tensor::mul_(double f) { check_inplace("mul_", *this); kernels::mul_(*this, f); return *this; }
 
 }  // namespace ampgrad

@@ -5,7 +5,7 @@
 // torch.nn.functional's: sigmoid or softmax resolve here and in ampgrad:: as in torch and F,
 // matmul or cat only in ampgrad::, and scaled_dot_product_attention only here (torch has no
 // torch.scaled_dot_product_attention). Every elementwise op of tensor/ops.def (its UNARY and
-// BINARY kinds: relu, gelu, add, ...) comes by the ops.def expansion below, so a new one needs no
+// BINARY kinds: relu, tanh, add, ...) comes by the ops.def expansion below, so a new one needs no
 // line here. tests/test_pytorch_names.cpp checks both lists, test_opinfo.cpp the expansion.
 //
 //   namespace F = ampgrad::nn::functional;
@@ -36,7 +36,7 @@ using ampgrad::nll_loss;
 using ampgrad::NLLLossOptions;
 using ampgrad::Reduction;
 using ampgrad::softmax;
-// and every elementwise op of tensor/ops.def (relu, gelu, tanh, sigmoid, ..., add, eq, ...)
+// and every elementwise op of tensor/ops.def (relu, tanh, sigmoid, ..., add, eq, ...)
 #define UNARY(name, cuda, cpu, ...) using ampgrad::name;
 #define BINARY_KERNEL(name, Functor, cuda, cpu) using ampgrad::name;
 #include "tensor/ops.def"

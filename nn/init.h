@@ -19,7 +19,7 @@ Tensor uniform_(Tensor t, double low = 0, double high = 1, Generator* gen = null
 Tensor normal_(Tensor t, double mean = 0, double std = 1, Generator* gen = nullptr);
 Tensor zeros_(Tensor t);
 Tensor ones_(Tensor t);
-// U(−b, b) with b = gain·√(3 / fan_in), gain = √(2 / (1 + a²)) (leaky_relu of slope a).
+// U(−b, b) with b = gain·√(3 / fan_in), gain = √(2 / (1 + a²)) (a leaky ReLU of slope a).
 Tensor kaiming_uniform_(Tensor t, double a = 0, Generator* gen = nullptr);
 // U(−b, b) with b = gain·√(6 / (fan_in + fan_out)).
 Tensor xavier_uniform_(Tensor t, double gain = 1, Generator* gen = nullptr);

@@ -1,12 +1,15 @@
 // elementwise_ops.h — every elementwise kernel of tensor/ops.def as a functor over its math type
 // A (float for half inputs), written once for both backends (AMPGRAD_HD): tensor/cpu/elementwise.cpp
 // runs them in its strided loops and tensor/cuda/elementwise.cu in its kernels, so the CPU tests
-// check the arithmetic the GPU does. Loads, stores and rounding are the backends' own.
+// check the arithmetic the GPU does. Loads, stores and rounding are the backends' own. An op with
+// scalar arguments (ops.def's ARG) is a template over A whose members are those arguments.
 //
-//   with_unary(Unary::exp, [&](auto f) { ... out[i] = T(f(A(x[i]))) ... });   // f is an Exp
+//   with_unary<A>(Unary::exp, {}, [&](auto f) { ... out[i] = T(f(A(x[i]))) ... });              // f is an Exp
+//   with_unary<A>(Unary::leaky_relu, {0.2}, [&](auto f) { ... });  // f is a LeakyRelu<A>{0.2 in A}
 #pragma once
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "tensor/op_enum.h"
 #include "tensor/scalar_math.h"
@@ -25,18 +28,25 @@ struct Sigmoid { template <class A> AMPGRAD_HD A operator()(A x) const { return 
 struct Relu { template <class A> AMPGRAD_HD A operator()(A x) const { return math::relu(x); } };
 struct Gelu { template <class A> AMPGRAD_HD A operator()(A x) const { return math::gelu(x); } };
 
-struct Square { template <class A> AMPGRAD_HD A operator()(A x) const { return x * x; } };  // pow 2: exact and common
-template <class A> struct Pow {  // x^0.5 is sqrt, as PyTorch's pow: sqrt(-inf) is NaN where pow(-inf, 0.5) is inf
-  A e;
-  AMPGRAD_HD A operator()(A x) const { return e == A(0.5) ? std::sqrt(x) : std::pow(x, e); }
+// ---- unary, with scalar arguments
+template <class A> struct LeakyRelu {  // PyTorch's: x > 0 ? x : x·negative_slope (a NaN passes)
+  A negative_slope;
+  AMPGRAD_HD A operator()(A x) const { return x > A(0) ? x : x * negative_slope; }
 };
-template <class A> struct Clamp {
-  A lo, hi;
-  bool has_lo, has_hi;
+// As PyTorch's pow: x² exactly, x^±0.5 through sqrt (so pow(-inf, 0.5) is NaN, not inf, and
+// pow(-0, -0.5) is -inf), the rest std::pow.
+template <class A> struct Pow {
+  A exponent;
+  AMPGRAD_HD A operator()(A x) const {
+    return exponent == A(2) ? x * x : exponent == A(0.5) ? std::sqrt(x) : exponent == A(-0.5) ? A(1) / std::sqrt(x) : std::pow(x, exponent);
+  }
+};
+template <class A> struct Clamp {  // a bound left out is ∓inf (for int64 its extreme): no bound
+  A min, max;
   AMPGRAD_HD A operator()(A x) const {
     if (x != x) return x;  // NaN passes through, as in PyTorch
-    if (has_lo && x < lo) x = lo;
-    if (has_hi && x > hi) x = hi;
+    if (x < min) x = min;
+    if (x > max) x = max;
     return x;
   }
 };
@@ -73,13 +83,24 @@ template <class F> constexpr bool is_comparison<F, std::enable_if_t<std::is_same
 template <class F> constexpr bool int64_ok = is_comparison<F> || std::is_same_v<F, Neg> || std::is_same_v<F, Abs> || std::is_same_v<F, Relu> ||
                                              std::is_same_v<F, Add> || std::is_same_v<F, Sub> || std::is_same_v<F, Mul>;
 template <class F, class T, class A> constexpr bool defined_for =
-    std::is_floating_point_v<A> || is_comparison<F> || (std::is_same_v<T, int64_t> && int64_ok<F>);
+    std::is_floating_point_v<A> || is_comparison<F> || (std::is_same_v<T, int64_t> && (int64_ok<F> || std::is_same_v<F, Clamp<A>>));
 
-// Calls body(f) with the functor of `op`: one switch per call, none per element. Generated from
-// tensor/ops.def: a kernel registered there with no functor here fails to compile, naming it.
-template <class Body> void with_unary(Unary op, Body&& body) {
+// An op's scalar arguments, float64 on the host (ScalarArgs, op_enum.h), reach its functor in the
+// math type A: rounded once to a floating A, saturated into int64 (math::to_int64).
+template <class A> A arg_as(double v) { return std::is_integral_v<A> ? A(math::to_int64(v)) : A(v); }
+// The functor of an op without arguments, and Functor<A>{args[0], ..., args[N-1]} of one with N.
+template <class F, class A, size_t... I> F make_functor(const ScalarArgs&, std::index_sequence<I...>) { return F{}; }
+template <template <class> class F, class A, size_t... I> F<A> make_functor(const ScalarArgs& args, std::index_sequence<I...>) {
+  return F<A>{arg_as<A>(args[I])...};
+}
+
+// Calls body(f) with the functor of `op` in math type A: one switch per call, none per element.
+// Generated from tensor/ops.def: a kernel registered there with no functor here fails to compile, naming it.
+template <class A, class Body> void with_unary(Unary op, const ScalarArgs& scalars, Body&& body) {
   switch (op) {
-#define UNARY_KERNEL(name, Functor, cuda, cpu, ...) case Unary::name: return body(Functor{});
+#define ARG(type, name, ...) +1
+#define UNARY_KERNEL(name, Functor, cuda, cpu, args, ...) \
+  case Unary::name: return body(make_functor<Functor, A>(scalars, std::make_index_sequence<0 AMPGRAD_ARGS args>{}));
 #include "tensor/ops.def"
   }
 }
@@ -92,7 +113,10 @@ template <class Body> void with_binary(Binary op, Body&& body) {
 }
 // A functor of the wrong arity, or a comparison that does not return bool, fails here, naming its
 // op, not deep inside a backend's loop.
-#define UNARY_KERNEL(name, Functor, cuda, cpu, ...) static_assert(std::is_invocable_v<Functor, float>, "Unary::" #name ": " #Functor " must take one value");
+#define ARG(type, name, ...) +1
+#define UNARY_KERNEL(name, Functor, cuda, cpu, args, ...)                                                                          \
+  static_assert(std::is_invocable_v<decltype(make_functor<Functor, float>({}, std::make_index_sequence<0 AMPGRAD_ARGS args>{})), float>, \
+                "Unary::" #name ": " #Functor " must take one value");
 #define BINARY_KERNEL(name, Functor, cuda, cpu) static_assert(std::is_invocable_v<Functor, float, float>, "Binary::" #name ": " #Functor " must take two values");
 #define BACKWARD_KERNEL(name, Functor) BINARY_KERNEL(name, Functor, , )
 #define COMPARE_KERNEL(name, Functor, cuda, cpu) static_assert(is_comparison<Functor>, "Binary::" #name ": a comparison's " #Functor " must return bool");

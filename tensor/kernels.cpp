@@ -1,6 +1,9 @@
-// kernels.cpp — device dispatch: every primitive checks that its tensors share one device and
-// forwards to that device's backend. The only place that knows which backends exist.
+// kernels.cpp — device dispatch: each primitive of tensor/primitives.inc is checked here once for
+// every backend (check_<name>), then runs on the device its tensors share, announced to the
+// observer under its name: the dispatch itself is generated, at the end. The only place that
+// knows which backends exist.
 #include <algorithm>
+#include <vector>
 
 #include "tensor/backends.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
@@ -15,7 +18,7 @@ namespace ampgrad::kernels {
 // The device all (defined) tensors share; an error naming the op otherwise. A storage-only
 // tensor (dtype.h) is refused here too, naming the op, unless the primitive converts into or
 // out of one (storage_ok: copy_ and fill_).
-static Device common_device(const char* op, std::initializer_list<const Tensor*> ts, bool storage_ok = false) {
+static Device common_device(const char* op, const std::vector<const Tensor*>& ts, bool storage_ok = false) {
   const Tensor* first = nullptr;
   for (const Tensor* t : ts) {
     if (!t->defined()) continue;
@@ -50,12 +53,18 @@ static auto on_device(const char* kernel, Device d, CpuCall cpu_call, [[maybe_un
   KernelCall call(kernel, d);
   return cpu_call();
 }
-// The usual case: the op's tensors give the device, and the op names the kernel in errors and to
-// listeners (they differ only for conv2d's im2col/col2im).
-template <class CpuCall, class CudaCall>
-static auto on_device(const char* op, std::initializer_list<const Tensor*> ts, CpuCall cpu_call, CudaCall cuda_call) {
-  return on_device(op, common_device(op, ts), cpu_call, cuda_call);
+// The device of the tensors among a primitive's arguments.
+template <class... Args> static Device device_of(const char* op, const Args&... args) {
+  std::vector<const Tensor*> ts;
+  const auto add = [&](const auto& a) { if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>) ts.push_back(&a); };
+  (add(args), ...);
+  return common_device(op, ts);
 }
+// The name a call is announced under and its errors carry: an elementwise primitive's op (exp,
+// add), else the primitive's own.
+template <class... Args> static const char* kernel_name(const char* primitive, const Args&...) { return primitive; }
+template <class... Args> static const char* kernel_name(const char*, Unary k, const Args&...) { return unary_name(k); }
+template <class... Args> static const char* kernel_name(const char*, Binary k, const Args&...) { return binary_name(k); }
 
 // Whether the op that with_op(body) hands to body is defined for dtype t: elementwise_ops.h's
 // defined_for, the rule the backends compile their kernels by, asked at run time.
@@ -64,32 +73,25 @@ template <class WithOp> static bool takes_dtype(DType t, WithOp with_op) {
   if (is_storage_only(t)) return false;
   dispatch(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    with_op([&](auto f) { ok = defined_for<decltype(f), T, opmath_t<T>>; });
+    with_op(opmath_t<T>{}, [&](auto f) { ok = defined_for<decltype(f), T, opmath_t<T>>; });
   });
   return ok;
 }
 
-// The elementwise ops' argument checks, here once for every backend.
-Tensor unary(Unary k, const Tensor& x) {
-  AMPGRAD_CHECK(takes_dtype(x.dtype(), [&](auto body) { with_unary(k, body); }), unary_name(k) << ": not defined for dtype " << dtype_name(x.dtype()));
-  return on_device(unary_name(k), {&x}, [&] { return cpu::unary(k, x); }, [&] { return cuda::unary(k, x); });
+// ---- the checks, one per primitive (check_<name>), in primitives.inc's order
+static void check_unary(Unary k, const Tensor& x, const ScalarArgs&) {
+  AMPGRAD_CHECK(takes_dtype(x.dtype(), [&](auto a, auto body) { with_unary<decltype(a)>(k, {}, body); }),
+                unary_name(k) << ": not defined for dtype " << dtype_name(x.dtype()));
 }
-Tensor pow_scalar(const Tensor& x, double e) {
-  require_floating("pow", x.dtype());
-  return on_device("pow", {&x}, [&] { return cpu::pow_scalar(x, e); }, [&] { return cuda::pow_scalar(x, e); });
-}
-Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) { return on_device("clamp", {&x}, [&] { return cpu::clamp(x, lo, hi); }, [&] { return cuda::clamp(x, lo, hi); }); }
-Tensor binary(Binary k, const Tensor& a, const Tensor& b) {
+static void check_binary(Binary k, const Tensor& a, const Tensor& b) {
   const char* name = binary_name(k);
   AMPGRAD_CHECK(a.dtype() == b.dtype(), name << ": dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype())
                                              << "); promote before the kernel");
-  AMPGRAD_CHECK(takes_dtype(a.dtype(), [&](auto body) { with_binary(k, body); }), name << ": not defined for dtype " << dtype_name(a.dtype()));
-  return on_device(name, {&a, &b}, [&] { return cpu::binary(k, a, b); }, [&] { return cuda::binary(k, a, b); });
+  AMPGRAD_CHECK(takes_dtype(a.dtype(), [&](auto, auto body) { with_binary(k, body); }), name << ": not defined for dtype " << dtype_name(a.dtype()));
 }
-Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
+static void check_where(const Tensor& c, const Tensor& a, const Tensor& b) {
   AMPGRAD_CHECK(c.dtype() == kBool, "where: condition must be bool, got " << dtype_name(c.dtype()));
   AMPGRAD_CHECK(a.dtype() == b.dtype(), "where: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
-  return on_device("where", {&c, &a, &b}, [&] { return cpu::where(c, a, b); }, [&] { return cuda::where(c, a, b); });
 }
 // ---- in-place writes ----
 // PyTorch's rules for a tensor written in place: no two of its elements may share memory (an
@@ -131,25 +133,22 @@ void fill_(const Tensor& dst, double v) {
   check_written("fill_", dst);
   on_device("fill_", common_device("fill_", {&dst}, /*storage_ok=*/true), [&] { return cpu::fill_(dst, v); }, [&] { return cuda::fill_(dst, v); });
 }
-void axpy_(const Tensor& y, const Tensor& x, double alpha) {
+static void check_add_(const Tensor& y, const Tensor& x, double alpha) {
   AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
   AMPGRAD_CHECK(y.dtype() != kBool, "add_: not defined for dtype bool");
   AMPGRAD_CHECK(cpu::broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
                 "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
   check_written("add_", y, &x);
-  on_device("add_", {&y, &x}, [&] { return cpu::axpy_(y, x, alpha); }, [&] { return cuda::axpy_(y, x, alpha); });
 }
-void scale_(const Tensor& y, double f) {
+static void check_mul_(const Tensor& y, double f) {
   AMPGRAD_CHECK(y.dtype() != kBool, "mul_: not defined for dtype bool");
   check_written("mul_", y);
-  on_device("mul_", {&y}, [&] { return cpu::scale_(y, f); }, [&] { return cuda::scale_(y, f); });
 }
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return on_device("sum", {&x}, [&] { return cpu::sum(x, dims, keepdim); }, [&] { return cuda::sum(x, dims, keepdim); }); }
-std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
+static void check_sum(const Tensor&, const Shape&, bool) {}  // any dtype; the dims are the backend's to check
+static void check_max_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_min) {
   const char* op = is_min ? "min" : "max";
   const Shape red = cpu::normalize_dims(op, {dim}, x.dim());  // empty for a 0-d x, its one element
   AMPGRAD_CHECK(x.numel() > 0 && (red.empty() || x.shape()[red[0]] > 0), op << ": cannot reduce an empty dimension of shape " << shape_str(x.shape()));
-  return on_device(op, {&x}, [&] { return cpu::max_dim(x, dim, keepdim, is_min); }, [&] { return cuda::max_dim(x, dim, keepdim, is_min); });
 }
 
 // PyTorch's rules for the index of gather / scatter_add into a tensor of `shape`: int64, of the
@@ -164,15 +163,11 @@ static void check_index(const char* op, const Shape& shape, int64_t dim, const T
     AMPGRAD_CHECK(d == dim || index.shape()[d] <= shape[d], op << ": index of shape " << shape_str(index.shape()) << " is larger than "
                                                                << shape_str(shape) << " in dim " << d);
 }
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) {
-  check_index("gather", x.shape(), dim, idx);
-  return on_device("gather", {&x, &idx}, [&] { return cpu::gather(x, dim, idx); }, [&] { return cuda::gather(x, dim, idx); });
-}
-Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
+static void check_gather(const Tensor& x, int64_t dim, const Tensor& idx) { check_index("gather", x.shape(), dim, idx); }
+static void check_scatter_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
   AMPGRAD_CHECK(src.dtype() != kBool, "scatter_add: not defined for dtype bool");
   check_index("scatter_add", shape, dim, idx);
   AMPGRAD_CHECK(src.shape() == idx.shape(), "scatter_add: src " << shape_str(src.shape()) << " and index " << shape_str(idx.shape()) << " differ");
-  return on_device("scatter_add", {&idx, &src}, [&] { return cpu::scatter_add(shape, dim, idx, src); }, [&] { return cuda::scatter_add(shape, dim, idx, src); });
 }
 // index_select / index_add's index: a 1-D (or 0-d) int64 list of slices of a tensor of `shape`
 // along `dim`. Its values are the backends' to check, where they are read.
@@ -183,65 +178,51 @@ static int64_t check_slice_index(const char* op, const Shape& shape, int64_t dim
   AMPGRAD_CHECK(index.dim() <= 1, op << ": index must be 1-D, got " << shape_str(index.shape()));
   return dim;
 }
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
-  check_slice_index("index_select", x.shape(), dim, idx);
-  return on_device("index_select", {&x, &idx}, [&] { return cpu::index_select(x, dim, idx); }, [&] { return cuda::index_select(x, dim, idx); });
-}
-Tensor index_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
+static void check_index_select(const Tensor& x, int64_t dim, const Tensor& idx) { check_slice_index("index_select", x.shape(), dim, idx); }
+static void check_index_add(const Shape& shape, int64_t dim, const Tensor& idx, const Tensor& src) {
   AMPGRAD_CHECK(src.dtype() != kBool, "index_add: not defined for dtype bool");
   const int64_t d = check_slice_index("index_add", shape, dim, idx);
   Shape want = shape;
   want[d] = idx.numel();
   AMPGRAD_CHECK(src.shape() == want, "index_add: src " << shape_str(src.shape()) << " must be " << shape_str(want) << " (" << idx.numel()
                                                        << " slices of " << shape_str(shape) << " along dim " << d << ")");
-  return on_device("index_add", {&idx, &src}, [&] { return cpu::index_add(shape, dim, idx, src); }, [&] { return cuda::index_add(shape, dim, idx, src); });
 }
-// Checked here, once for every backend: the backends may assume matching 2-D or 3-D operands.
-Tensor bmm(const Tensor& a, const Tensor& b, DType out_dtype) {
-  AMPGRAD_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
-  require_floating("matmul", a.dtype());
+// The backends may assume matching 2-D or 3-D operands.
+static void check_gemm(const Tensor& a, const Tensor& b, DType out_dtype) {
+  AMPGRAD_CHECK(a.dtype() == b.dtype(), "gemm: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
+  require_floating("gemm", a.dtype());
   AMPGRAD_CHECK(out_dtype == a.dtype() || (is_half(a.dtype()) && out_dtype == kFloat32),
-                "matmul: cannot write " << dtype_name(a.dtype()) << " operands' product as " << dtype_name(out_dtype)
-                                        << ": out_dtype must be theirs, or float32 for float16 and bfloat16");
+                "gemm: cannot write " << dtype_name(a.dtype()) << " operands' product as " << dtype_name(out_dtype)
+                                      << ": out_dtype must be theirs, or float32 for float16 and bfloat16");
   AMPGRAD_CHECK(a.dim() == b.dim() && (a.dim() == 2 || a.dim() == 3) && a.shape()[a.dim() - 1] == b.shape()[b.dim() - 2] &&
                     (a.dim() == 2 || a.shape()[0] == b.shape()[0]),
-                "matmul: cannot multiply shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
-  return on_device("matmul", {&a, &b}, [&] { return cpu::bmm(a, b, out_dtype); }, [&] { return cuda::bmm(a, b, out_dtype); });
+                "gemm: cannot multiply shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
 }
-Tensor abs_max(const Tensor& x) {
-  require_floating("abs_max", x.dtype());
-  return on_device("abs_max", {&x}, [&] { return cpu::abs_max(x); }, [&] { return cuda::abs_max(x); });
-}
-Tensor scaled_cast(const Tensor& x, const Tensor& scale, DType dtype) {
+static void check_abs_max(const Tensor& x) { require_floating("abs_max", x.dtype()); }
+static void check_scaled_cast(const Tensor& x, const Tensor& scale, DType dtype) {
   const char* op = "scaled_cast";
   AMPGRAD_CHECK(is_storage_only(dtype), op << ": the target must be a storage-only dtype, got " << dtype_name(dtype));
   require_floating(op, x.dtype());
   AMPGRAD_CHECK(scale.dtype() == kFloat32 && scale.dim() == 0,
                 op << ": the scale must be a 0-d float32 tensor, got " << dtype_name(scale.dtype()) << " " << shape_str(scale.shape()));
-  return on_device(op, {&x, &scale}, [&] { return cpu::scaled_cast(x, scale, dtype); }, [&] { return cuda::scaled_cast(x, scale, dtype); });
 }
-Tensor softmax_lastdim(const Tensor& x, bool log) {
+static void check_softmax_lastdim(const Tensor& x, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   AMPGRAD_CHECK(x.dim() >= 1, op << ": needs at least one dim");
   require_floating(op, x.dtype());
-  return on_device(op, {&x}, [&] { return cpu::softmax_lastdim(x, log); }, [&] { return cuda::softmax_lastdim(x, log); });
 }
 // Attention's scores (B, L, S) come in the math dtype of P's: float64 for float64, else float32.
-Tensor attention_softmax(const Tensor& s, double scale, bool causal, DType out_dtype) {
+static void check_attention_softmax(const Tensor& s, double scale, bool causal, DType out_dtype) {
   AMPGRAD_CHECK(is_floating_point(out_dtype) && !is_storage_only(out_dtype) && s.dim() == 3 && s.dtype() == (out_dtype == kFloat64 ? kFloat64 : kFloat32),
                 "attention_softmax: cannot write " << dtype_name(out_dtype) << " weights from " << dtype_name(s.dtype()) << " scores " << shape_str(s.shape()));
-  return on_device("attention_softmax", {&s}, [&] { return cpu::attention_softmax(s, scale, causal, out_dtype); },
-                   [&] { return cuda::attention_softmax(s, scale, causal, out_dtype); });
 }
-Tensor attention_softmax_backward(const Tensor& p, const Tensor& dp, double scale, bool causal) {
+static void check_attention_softmax_backward(const Tensor& p, const Tensor& dp, double scale, bool causal) {
   AMPGRAD_CHECK(p.dim() == 3 && dp.shape() == p.shape() && is_floating_point(p.dtype()) && dp.dtype() == (p.dtype() == kFloat64 ? kFloat64 : kFloat32),
                 "attention_softmax_backward: expected weights (B, L, S) and their gradient in float32 (float64 for float64), got "
                     << dtype_name(p.dtype()) << " " << shape_str(p.shape()) << " and " << dtype_name(dp.dtype()) << " " << shape_str(dp.shape()));
-  return on_device("attention_softmax_backward", {&p, &dp}, [&] { return cpu::attention_softmax_backward(p, dp, scale, causal); },
-                   [&] { return cuda::attention_softmax_backward(p, dp, scale, causal); });
 }
-Tensor cross_entropy_backward(const Tensor& logp, const Tensor& index, const Tensor& kept, const Tensor& coef, const Tensor& hit,
-                              const Tensor& spread, const Tensor& scale, DType dtype) {
+static void check_cross_entropy_backward(const Tensor& logp, const Tensor& index, const Tensor& kept, const Tensor& coef, const Tensor& hit,
+                                         const Tensor& spread, const Tensor& scale, DType dtype) {
   const char* op = "cross_entropy_backward";
   AMPGRAD_CHECK(logp.dim() == 2 && (logp.dtype() == kFloat32 || logp.dtype() == kFloat64),
                 op << ": expected (N, C) float32 or float64 log-probabilities, got " << dtype_name(logp.dtype()) << " " << shape_str(logp.shape()));
@@ -262,9 +243,6 @@ Tensor cross_entropy_backward(const Tensor& logp, const Tensor& index, const Ten
   AMPGRAD_CHECK(is_floating_point(dtype) && !is_storage_only(dtype) && logp.dtype() == (dtype == kFloat64 ? kFloat64 : kFloat32),
                 op << ": cannot write the gradient as " << dtype_name(dtype) << " from " << dtype_name(logp.dtype())
                    << " log-probabilities (float64 comes from float64; float32, float16 and bfloat16 from float32)");
-  return on_device(op, {&logp, &index, &kept, &coef, &hit, &spread, &scale},
-                   [&] { return cpu::cross_entropy_backward(logp, index, kept, coef, hit, spread, scale, dtype); },
-                   [&] { return cuda::cross_entropy_backward(logp, index, kept, coef, hit, spread, scale, dtype); });
 }
 
 // Layer norm's rows: x (R, D) floating; weight and bias (D) in x's math dtype, which is returned;
@@ -280,18 +258,14 @@ static DType check_layer_norm_params(const Tensor& x, const Tensor& w, const Ten
                                                       << " input, got " << shape_str(p->shape()) << " " << dtype_name(p->dtype()));
   return math;
 }
-std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
-  check_layer_norm_params(x, w, b);
-  return on_device("layer_norm", {&x, &w, &b}, [&] { return cpu::layer_norm(x, w, b, eps); }, [&] { return cuda::layer_norm(x, w, b, eps); });
-}
-Tensor layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
+static void check_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) { check_layer_norm_params(x, w, b); }
+static void check_layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
   const DType math = check_layer_norm_params(x, w, {});
   AMPGRAD_CHECK(g.shape() == x.shape() && g.dtype() == x.dtype(), "layer_norm_backward: gradient " << shape_str(g.shape()) << " "
                     << dtype_name(g.dtype()) << " does not match input " << shape_str(x.shape()) << " " << dtype_name(x.dtype()));
   for (const Tensor* t : {&mean, &rstd})
     AMPGRAD_CHECK(t->shape() == Shape{x.size(0)} && t->dtype() == math && t->is_contiguous(),
                   "layer_norm_backward: mean and rstd must be contiguous (" << x.size(0) << ") " << dtype_name(math));
-  return on_device("layer_norm_backward", {&g, &x, &mean, &rstd, &w}, [&] { return cpu::layer_norm_backward(g, x, mean, rstd, w); }, [&] { return cuda::layer_norm_backward(g, x, mean, rstd, w); });
 }
 
 // The image primitives take (N, C, H, W) tensors and a window that fits them at least once
@@ -301,23 +275,18 @@ static void check_conv(const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, 
   AMPGRAD_CHECK(window_fits(x_shape[2], kh, s, p) && window_fits(x_shape[3], kw, s, p),
                 "conv2d: kernel " << kh << "x" << kw << " with stride " << s << " and padding " << p << " does not fit input " << shape_str(x_shape));
 }
-Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) {
-  check_conv(x.shape(), kh, kw, s, p);
-  return on_device("im2col", common_device("conv2d", {&x}), [&] { return cpu::im2col(x, kh, kw, s, p); }, [&] { return cuda::im2col(x, kh, kw, s, p); });
-}
-Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
+static void check_im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) { check_conv(x.shape(), kh, kw, s, p); }
+static void check_col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {
   AMPGRAD_CHECK(cols.dtype() != kBool, "conv2d: not defined for dtype bool");
   check_conv(x_shape, kh, kw, s, p);
   const Shape cols_shape{x_shape[0] * window_out_size(x_shape[2], kh, s, p) * window_out_size(x_shape[3], kw, s, p), x_shape[1] * kh * kw};
   AMPGRAD_CHECK(cols.shape() == cols_shape, "conv2d: columns of shape " << shape_str(cols.shape()) << " do not match image "
                                                                        << shape_str(x_shape) << " (expected " << shape_str(cols_shape) << ")");
-  return on_device("col2im", common_device("conv2d", {&cols}), [&] { return cpu::col2im(cols, x_shape, kh, kw, s, p); }, [&] { return cuda::col2im(cols, x_shape, kh, kw, s, p); });
 }
-std::pair<Tensor, Tensor> max_pool2d(const Tensor& x, int64_t k, int64_t s) {
+static void check_max_pool2d(const Tensor& x, int64_t k, int64_t s) {
   AMPGRAD_CHECK(x.dim() == 4, "max_pool2d: expected an (N, C, H, W) tensor, got shape " << shape_str(x.shape()));
   AMPGRAD_CHECK(window_fits(x.shape()[2], k, s, 0) && window_fits(x.shape()[3], k, s, 0),
                 "max_pool2d: kernel " << k << " with stride " << s << " does not fit input " << shape_str(x.shape()));
-  return on_device("max_pool2d", {&x}, [&] { return cpu::max_pool2d(x, k, s); }, [&] { return cuda::max_pool2d(x, k, s); });
 }
 
 // Copies are the one primitive that may cross devices: the CUDA backend handles any copy
@@ -338,5 +307,16 @@ void copy_(const Tensor& dst, const Tensor& src) {
   KernelCall call("copy_", dst.device());
   cpu::copy_(dst, src);
 }
+
+// ---- the dispatch of every PRIMITIVE line, generated: its checks, then its backend on the device
+// its tensors share, announced to listeners as the call of kernel_name
+#define PRIMITIVE(Result, name, params, args)                                                                  \
+  Result name params {                                                                                         \
+    check_##name args;                                                                                         \
+    const char* kernel = kernel_name(#name, AMPGRAD_ARGS args);                                                \
+    return on_device(kernel, device_of(kernel, AMPGRAD_ARGS args), [&] { return cpu::name args; }, [&] { return cuda::name args; }); \
+  }
+#define PRIMITIVE_BY_HAND(Result, name, params, args)  // copy_ and fill_, above
+#include "tensor/primitives.inc"
 
 }  // namespace ampgrad::kernels

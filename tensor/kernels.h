@@ -1,25 +1,28 @@
 // kernels.h — the primitives autograd builds every op from (forward and backward). Nothing
 // here is differentiable: these are plain functions of tensors that dispatch on device
-// (tensor/kernels.cpp), then on dtype inside each backend. The list itself is
-// tensor/primitives.inc; a backend implements exactly that list (tensor/cpu/*.cpp,
-// tensor/cuda/*), and a missing one fails to link.
+// (tensor/kernels.cpp), then on dtype inside each backend. The list itself, one line per
+// primitive with what it computes, is tensor/primitives.inc; a backend implements exactly that
+// list (tensor/cpu/*.cpp, tensor/cuda/*), and a missing one fails to link.
 //
 // Conventions: inputs of a binary/ternary kernel share one dtype (autograd promotes first);
 // outputs are freshly allocated and contiguous; half types compute in float32 and round once
 // on store. Shape letters: B batch, M/N/K matrix dims, N C H W images, R reduced length.
 #pragma once
-#include <optional>
 #include <tuple>
 #include <utility>
 
 #include "tensor/op_enum.h"
 #include "tensor/tensor.h"
 
+namespace ampgrad {
+using TensorPair = std::pair<Tensor, Tensor>;            // max_dim's and max_pool2d's values and indices
+using TensorTriple = std::tuple<Tensor, Tensor, Tensor>;  // layer_norm's y, mean and rstd
+}  // namespace ampgrad
+
 namespace ampgrad::kernels {
 
+#define PRIMITIVE(Result, name, params, args) Result name params;
 #include "tensor/primitives.inc"
-
-inline Tensor bmm(const Tensor& a, const Tensor& b) { return bmm(a, b, a.dtype()); }  // the product in the operands' dtype
 
 // The output length of a k-wide window sliding with `stride` over `in` padded by `pad` on each
 // side: Ho and Wo of im2col and max_pool2d on every backend, and of conv2d. Meaningful only

@@ -2,12 +2,16 @@
 // tensor/ops.def, with no Eigen: the CUDA kernels (nvcc) switch on them too. The primitives
 // themselves are declared in kernels.h, the functors that run them in elementwise_ops.h.
 #pragma once
+#include <array>
 #include <cstdint>
 
 namespace ampgrad::kernels {
 
+// A unary op's scalar arguments (ops.def's ARG), in order, as float64: {0.2} for a slope of 0.2.
+using ScalarArgs = std::array<double, 2>;
+
 enum class Unary : uint8_t {
-#define UNARY_KERNEL(name, Functor, cuda, cpu, ...) name,
+#define UNARY_KERNEL(name, Functor, cuda, cpu, args, ...) name,
 #include "tensor/ops.def"
 };
 enum class Binary : uint8_t {
@@ -26,7 +30,7 @@ constexpr bool is_comparison_op(Binary op) {
 
 constexpr const char* unary_name(Unary op) {
   switch (op) {
-#define UNARY_KERNEL(name, Functor, cuda, cpu, ...) case Unary::name: return #name;
+#define UNARY_KERNEL(name, Functor, cuda, cpu, args, ...) case Unary::name: return #name;
 #include "tensor/ops.def"
   }
   return "?";

@@ -197,7 +197,7 @@ TEST_CASE("the fused causal attention runs two GEMMs and one masked softmax forw
     for (const ProfileRow& row : prof.rows()) calls[row.kernel + (row.backward ? " (backward)" : "")] = row.calls;
   }
   calls.erase("copy_ (backward)");  // the leaves' .grad, each gradient cloned there (accumulate_grad.cpp)
-  const std::map<std::string, int64_t> expected = {{"matmul", 2}, {"attention_softmax", 1}, {"matmul (backward)", 4}, {"attention_softmax_backward (backward)", 1}};
+  const std::map<std::string, int64_t> expected = {{"gemm", 2}, {"attention_softmax", 1}, {"gemm (backward)", 4}, {"attention_softmax_backward (backward)", 1}};
   std::string seen;
   for (const auto& call : calls) seen += call.first + " " + std::to_string(call.second) + "; ";
   CHECK_MESSAGE(calls == expected, seen);

@@ -42,7 +42,7 @@ static void check_gemm(const Tensor& a, const Tensor& b) {
   const std::vector<double> bv = to_vector<double>(b.expand(widening.dim() == 3 ? Shape{B, K, N} : Shape{K, N}));
   for (DType out : {kBFloat16, kFloat32}) {
     CAPTURE(dtype_name(out));
-    const Tensor c = out == kBFloat16 ? matmul(a, b) : kernels::bmm(a, b, kFloat32);
+    const Tensor c = out == kBFloat16 ? matmul(a, b) : kernels::gemm(a, b, kFloat32);
     REQUIRE(c.dtype() == out);
 #ifdef AMPGRAD_WITH_ONEDNN
     const Tensor direct = empty(c.shape(), out);

@@ -185,10 +185,10 @@ DEVICE_TEST_CASE("checkpoint is twice differentiable: through its inputs and the
 // An op written outside the library whose backward calls kernels directly, recorded as the
 // docs/double-backward.md says such a one must be: once_differentiable.
 static Tensor cube_by_kernels(const Tensor& x) {
-  Tensor out = kernels::pow_scalar(x, 3);
+  Tensor out = kernels::unary(kernels::Unary::pow, x, {3});
   autograd::record("cube_by_kernels", out, {x}, [x = autograd::Saved(x)](const Tensor& g, const autograd::Needs&) {
-    Tensor d = kernels::binary(kernels::Binary::mul, g, kernels::pow_scalar(x, 2));
-    kernels::scale_(d, 3.0);  // 3x² g
+    Tensor d = kernels::binary(kernels::Binary::mul, g, kernels::unary(kernels::Unary::pow, x, {2}));
+    kernels::mul_(d, 3.0);  // 3x² g
     return autograd::grads(d);
   }, autograd::once_differentiable);
   return out;

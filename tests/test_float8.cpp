@@ -199,13 +199,13 @@ TEST_CASE("float8 tensors print and convert, and compute ops refuse them by name
   CHECK(error_of([&] { q + q; }) == "add: not defined for dtype float8_e4m3fn");
   CHECK(error_of([&] { q * 2.0; }) == "mul: not defined for dtype float8_e4m3fn");
   CHECK(error_of([&] { q.sum(); }) == "sum: not defined for dtype float8_e4m3fn (float8 tensors hold data for scaled_mm; convert with .to(kFloat32) first)");
-  CHECK(error_of([&] { matmul(q.reshape({1, 3}), q.reshape({3, 1})); }) == "matmul: expected a floating dtype, got float8_e4m3fn");
+  CHECK(error_of([&] { matmul(q.reshape({1, 3}), q.reshape({3, 1})); }) == "gemm: expected a floating dtype, got float8_e4m3fn");
   CHECK(error_of([&] { q + from_vector<float>({1.f}); }).find("promotion of float8_e4m3fn with float32 is not supported") != std::string::npos);
   CHECK(vec(q.t().contiguous().to(kFloat32)) == std::vector<double>{1, -0.09375, 44});  // views and copies work
   // Autocast does not widen a float8 tensor into a GEMM either: its values are scaled data.
   {
     amp::autocast ac(DeviceType::CPU, kBFloat16);
-    CHECK(error_of([&] { matmul(q.reshape({1, 3}), q.reshape({3, 1})); }) == "matmul: expected a floating dtype, got float8_e4m3fn");
+    CHECK(error_of([&] { matmul(q.reshape({1, 3}), q.reshape({3, 1})); }) == "gemm: expected a floating dtype, got float8_e4m3fn");
   }
   // Nor is a cast to float8 differentiable, or a float8 tensor a parameter: a gradient narrowed
   // to 8 bits without a scale would be flushed or NaN.
@@ -254,8 +254,8 @@ DEVICE_TEST_CASE("to_float8's two fused passes give the values of the five ops t
   const auto composed = [](const Tensor& x, const Tensor& scale, DType f8) {
     const double max = f8 == kFloat8_e4m3fn ? 448 : 57344;
     const Tensor xf = x.to(kFloat32), out = empty(x.shape(), TensorOptions(f8).device(x.device()));
-    kernels::copy_(out, kernels::clamp(kernels::binary(kernels::Binary::mul, xf, scale), -max, max));
-    return std::make_pair(kernels::max_dim(kernels::unary(kernels::Unary::abs, xf).reshape({-1}), 0, false, false).first, out);
+    kernels::copy_(out, kernels::unary(kernels::Unary::clamp, kernels::binary(kernels::Binary::mul, xf, scale), {-max, max}));
+    return std::make_pair(kernels::max_dim(kernels::unary(kernels::Unary::abs, xf, {}).reshape({-1}), 0, false, false).first, out);
   };
   const auto same_values = [](const Tensor& a, const Tensor& b) {
     const std::vector<double> u = vec(a.to(kFloat32)), v = vec(b.to(kFloat32));

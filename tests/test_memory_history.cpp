@@ -96,7 +96,7 @@ TEST_CASE("MemoryHistory names a block by the op it became, else by its primitiv
   Tensor x = randn({64 * KiB});
   MemoryHistory history;
   Tensor t = kernels::binary(kernels::Binary::mul, x, x);  // a primitive's block, named "mul" until an op takes it
-  Tensor u = kernels::unary(kernels::Unary::exp, x);
+  Tensor u = kernels::unary(kernels::Unary::exp, x, {});
   CHECK(tuples(history.live_now()) == Groups{{"exp", 1, 256 * KiB}, {"mul", 1, 256 * KiB}});
   name_output(t, "my_op");     // the op that records it as its output names it
   name_output(t, "later_op");  // and keeps it: a later op only passes it on

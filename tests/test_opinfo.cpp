@@ -13,12 +13,16 @@
 // sum or a chain of roundings, R, steps and rounded too (see tolerance() and check_rounded_once()).
 // exp's entry is the whole of its tests:
 //   {Op::exp, "", {{{4, 6}, -2, 2}}, [](In i) { return exp(i[0]); }, map1([](double x) { return std::exp(x); })},
+// An op with scalar arguments lists the values to test them at, and its lambdas take them:
+//   {.op = Op::leaky_relu, .inputs = {{{4, 6}}}, .f = [](In i, const Args& a) { return leaky_relu(i[0], a[0]); },
+//    .reference = ..., .args = {{0}, {0.01}, {1}, {-0.5}}},
 // The completeness test finds it; an op whose tests need more than a row goes in by_hand().
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "amp/autocast.h"
@@ -38,7 +42,19 @@ namespace {
 
 using In = const std::vector<Tensor>&;
 using Values = std::vector<std::vector<double>>;  // each input's values, row-major
-using Reference = std::function<std::vector<double>(const Values&)>;
+using Args = std::vector<double>;                 // the scalar arguments of one call (ops.def's ARG), in order
+
+// A lambda of (input) or of (input, args): an entry's op and its reference, with or without the
+// scalar arguments their op takes.
+template <class Result, class Input> struct Call {
+  std::function<Result(Input, const Args&)> call;
+  template <class F> Call(F f) : call([f](Input in, const Args& a) {
+    if constexpr (std::is_invocable_v<F, Input, const Args&>) return Result(f(in, a));
+    else return Result(f(in));
+  }) {}
+  Result operator()(Input in, const Args& a = {}) const { return call(in, a); }
+};
+using Reference = Call<std::vector<double>, const Values&>;
 
 struct Input {
   Shape shape;
@@ -47,15 +63,16 @@ struct Input {
 
 struct OpInfo {
   Op op;
-  std::string variant;  // tells two entries of one op apart ("" for the only one)
+  std::string variant{};  // tells two entries of one op apart ("" for the only one)
   std::vector<Input> inputs;
-  std::function<Tensor(In)> f;
+  Call<Tensor, In> f;
   Reference reference;
   int64_t R = 1;       // the longest float32 sum in the forward or the backward
   int steps = 8;       // roundings to the dtype along the longest chain, forward and backward
   bool differentiable = true;
   int rounded = 0;     // a composite's roundings to a 16-bit dtype before its last (0: computes in float32, rounds once)
   std::string no_nonfinite{};  // why the NaN/inf sample cannot apply to this entry; empty: it applies
+  std::vector<Args> args{};    // for an op with scalar arguments, the values to test it at: each a test of its own
   std::string name() const { return std::string(amp::policy(op).name) + (variant.empty() ? "" : " " + variant); }
 };
 
@@ -85,6 +102,9 @@ std::vector<double> per_row(const std::vector<double>& x, size_t cols, std::func
 }
 double total(const std::vector<double>& x) { double s = 0; for (double v : x) s += v; return s; }
 double clamped(double x) { return std::clamp(x, -0.5, 0.5); }  // NaN stays NaN
+// PyTorch's pow(x, e): x^±0.5 as sqrt and 1/sqrt (so pow(-inf, 0.5) is NaN, not inf)
+double torch_pow(double x, double e) { return e == 0.5 ? std::sqrt(x) : e == -0.5 ? 1 / std::sqrt(x) : std::pow(x, e); }
+std::optional<Scalar> bound(double b) { return std::isinf(b) ? std::nullopt : std::optional<Scalar>(b); }  // ±inf: none
 // The index of max(x) (or min): the first NaN if there is one, as in PyTorch, else the first extreme.
 size_t extreme(const std::vector<double>& x, bool is_min) {
   size_t best = 0;
@@ -164,152 +184,161 @@ const std::vector<int64_t> kTargets = {0, 8, 3, 3};  // of (4, 9) logits: the fi
 std::vector<OpInfo> op_infos() {
   return {
       // ---- elementwise: unary
-      {Op::neg, "", {{{4, 6}}}, [](In i) { return neg(i[0]); }, map1([](double x) { return -x; })},
-      {Op::exp, "", {{{4, 6}, -2, 2}}, [](In i) { return exp(i[0]); }, map1([](double x) { return std::exp(x); })},
-      {Op::log, "", {{{4, 6}, 0.5, 2}}, [](In i) { return log(i[0]); }, map1([](double x) { return std::log(x); })},
-      {Op::log1p, "", {{{4, 6}, -0.5, 2}}, [](In i) { return log1p(i[0]); }, map1([](double x) { return std::log1p(x); })},
-      {Op::sqrt, "", {{{4, 6}, 0.5, 2}}, [](In i) { return sqrt(i[0]); }, map1([](double x) { return std::sqrt(x); })},
-      {Op::abs, "", {{{4, 6}}}, [](In i) { return abs(i[0]); }, map1([](double x) { return std::abs(x); })},
-      {Op::tanh, "", {{{4, 6}, -2, 2}}, [](In i) { return tanh(i[0]); }, map1([](double x) { return std::tanh(x); })},
-      {Op::sigmoid, "", {{{4, 6}, -3, 3}}, [](In i) { return sigmoid(i[0]); }, map1([](double x) { return 1 / (1 + std::exp(-x)); })},
-      {Op::relu, "", {{{4, 6}}}, [](In i) { return relu(i[0]); }, map1([](double x) { return std::isnan(x) || x > 0 ? x : 0.0; })},
-      {Op::gelu, "", {{{4, 6}, -3, 3}}, [](In i) { return gelu(i[0]); }, map1([](double x) { return x * (1 + std::erf(x / std::sqrt(2.0))) / 2; })},
+      {.op = Op::neg, .inputs = {{{4, 6}}}, .f = [](In i) { return neg(i[0]); }, .reference = map1([](double x) { return -x; })},
+      {.op = Op::exp, .inputs = {{{4, 6}, -2, 2}}, .f = [](In i) { return exp(i[0]); }, .reference = map1([](double x) { return std::exp(x); })},
+      {.op = Op::log, .inputs = {{{4, 6}, 0.5, 2}}, .f = [](In i) { return log(i[0]); }, .reference = map1([](double x) { return std::log(x); })},
+      {.op = Op::log1p, .inputs = {{{4, 6}, -0.5, 2}}, .f = [](In i) { return log1p(i[0]); }, .reference = map1([](double x) { return std::log1p(x); })},
+      {.op = Op::sqrt, .inputs = {{{4, 6}, 0.5, 2}}, .f = [](In i) { return sqrt(i[0]); }, .reference = map1([](double x) { return std::sqrt(x); })},
+      {.op = Op::abs, .inputs = {{{4, 6}}}, .f = [](In i) { return abs(i[0]); }, .reference = map1([](double x) { return std::abs(x); })},
+      {.op = Op::tanh, .inputs = {{{4, 6}, -2, 2}}, .f = [](In i) { return tanh(i[0]); }, .reference = map1([](double x) { return std::tanh(x); })},
+      {.op = Op::sigmoid, .inputs = {{{4, 6}, -3, 3}}, .f = [](In i) { return sigmoid(i[0]); }, .reference = map1([](double x) { return 1 / (1 + std::exp(-x)); })},
+      {.op = Op::relu, .inputs = {{{4, 6}}}, .f = [](In i) { return relu(i[0]); }, .reference = map1([](double x) { return std::isnan(x) || x > 0 ? x : 0.0; })},
+      {.op = Op::gelu, .inputs = {{{4, 6}, -3, 3}}, .f = [](In i) { return gelu(i[0]); }, .reference = map1([](double x) { return x * (1 + std::erf(x / std::sqrt(2.0))) / 2; })},
       // x·σ(x): σ(x) is rounded to the dtype before the product
-      {Op::silu, "", {{{4, 6}, -3, 3}}, [](In i) { return silu(i[0]); }, map1([](double x) { return x / (1 + std::exp(-x)); }), 1, 8, true, 1},
-      {Op::pow, "3", {{{4, 6}}}, [](In i) { return pow(i[0], 3); }, map1([](double x) { return x * x * x; })},
-      {Op::pow, "2 (squared exactly)", {{{4, 6}}}, [](In i) { return pow(i[0], 2); }, map1([](double x) { return x * x; })},
-      {Op::pow, "0.5", {{{4, 6}, 0.5, 2}}, [](In i) { return pow(i[0], 0.5); }, map1([](double x) { return std::sqrt(x); })},
-      {Op::clamp, "", {{{4, 6}}}, [](In i) { return clamp(i[0], -0.5, 0.5); }, map1(clamped)},
-      {Op::clamp, "min only", {{{4, 6}}}, [](In i) { return clamp(i[0], 0.0, std::nullopt); }, map1([](double x) { return std::isnan(x) ? x : std::max(x, 0.0); })},
+      {.op = Op::silu, .inputs = {{{4, 6}, -3, 3}}, .f = [](In i) { return silu(i[0]); }, .reference = map1([](double x) { return x / (1 + std::exp(-x)); }), .rounded = 1},
+      // PyTorch's leaky_relu: x > 0 ? x : x·slope, a NaN passing; slopes that zero, keep, flip
+      {.op = Op::leaky_relu, .inputs = {{{4, 6}}}, .f = [](In i, const Args& a) { return leaky_relu(i[0], a[0]); },
+       .reference = [](const Values& v, const Args& a) { return map1([s = a[0]](double x) { return x > 0 || std::isnan(x) ? x : x * s; })(v); },
+       .args = {{0}, {0.01}, {1}, {-0.5}}},
+      // x² exactly, x³, x¹; on positive x also the roots through sqrt, x^-0.5 and x^2.5
+      {.op = Op::pow, .inputs = {{{4, 6}}}, .f = [](In i, const Args& a) { return pow(i[0], a[0]); },
+       .reference = [](const Values& v, const Args& a) { return map1([e = a[0]](double x) { return torch_pow(x, e); })(v); }, .args = {{2}, {3}, {1}}},
+      {.op = Op::pow, .variant = "of positive x", .inputs = {{{4, 6}, 0.5, 2}}, .f = [](In i, const Args& a) { return pow(i[0], a[0]); },
+       .reference = [](const Values& v, const Args& a) { return map1([e = a[0]](double x) { return torch_pow(x, e); })(v); },
+       .args = {{0.5}, {-0.5}, {2.5}}},
+      // a bound of ±inf is none: clamp(x, 0, nullopt)
+      {.op = Op::clamp, .inputs = {{{4, 6}}}, .f = [](In i, const Args& a) { return clamp(i[0], bound(a[0]), bound(a[1])); },
+       .reference = [](const Values& v, const Args& a) { return map1([=](double x) { return std::clamp(x, a[0], a[1]); })(v); },
+       .args = {{-0.5, 0.5}, {0, INFINITY}, {-INFINITY, -0.25}}},
       // ---- elementwise: binary (each also on the broadcast sample)
-      {Op::add, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return add(i[0], i[1]); }, map2([](double a, double b) { return a + b; })},
-      {Op::sub, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return sub(i[0], i[1]); }, map2([](double a, double b) { return a - b; })},
-      {Op::mul, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return mul(i[0], i[1]); }, map2([](double a, double b) { return a * b; })},
-      {Op::div, "", {{{4, 6}}, {{4, 6}, 0.5, 2}}, [](In i) { return div(i[0], i[1]); }, map2([](double a, double b) { return a / b; })},
+      {.op = Op::add, .inputs = {{{4, 6}}, {{4, 6}}}, .f = [](In i) { return add(i[0], i[1]); }, .reference = map2([](double a, double b) { return a + b; })},
+      {.op = Op::sub, .inputs = {{{4, 6}}, {{4, 6}}}, .f = [](In i) { return sub(i[0], i[1]); }, .reference = map2([](double a, double b) { return a - b; })},
+      {.op = Op::mul, .inputs = {{{4, 6}}, {{4, 6}}}, .f = [](In i) { return mul(i[0], i[1]); }, .reference = map2([](double a, double b) { return a * b; })},
+      {.op = Op::div, .inputs = {{{4, 6}}, {{4, 6}, 0.5, 2}}, .f = [](In i) { return div(i[0], i[1]); }, .reference = map2([](double a, double b) { return a / b; })},
       // the operators with a number beside the tensor: six roundings, five before the last (x/4 and −x are exact)
-      {Op::add, "scalar operators", {{{4, 6}, 0.5, 2}}, [](In i) { return (2.0 - i[0]) * 3.0 + 1.5 / i[0] - i[0] / 4.0 + (-i[0]); },
-       map1([](double x) { return (2 - x) * 3 + 1.5 / x - x / 4 - x; }), 1, 8, true, 5},
-      {Op::where, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return where(gt(i[0], i[1]), i[0], i[1]); }, map2([](double a, double b) { return a > b ? a : b; })},
+      {.op = Op::add, .variant = "scalar operators", .inputs = {{{4, 6}, 0.5, 2}}, .f = [](In i) { return (2.0 - i[0]) * 3.0 + 1.5 / i[0] - i[0] / 4.0 + (-i[0]); },
+       .reference = map1([](double x) { return (2 - x) * 3 + 1.5 / x - x / 4 - x; }), .rounded = 5},
+      {.op = Op::where, .inputs = {{{4, 6}}, {{4, 6}}}, .f = [](In i) { return where(gt(i[0], i[1]), i[0], i[1]); }, .reference = map2([](double a, double b) { return a > b ? a : b; })},
       // comparisons: clamp makes ties for eq, le and ge (and a NaN is equal to nothing)
-      {Op::eq, "", {{{4, 6}}}, [](In i) { return eq(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x == clamped(x)); }), 0, 0, false},
-      {Op::ne, "", {{{4, 6}}}, [](In i) { return ne(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x != clamped(x)); }), 0, 0, false},
-      {Op::le, "", {{{4, 6}}}, [](In i) { return le(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x <= clamped(x)); }), 0, 0, false},
-      {Op::ge, "", {{{4, 6}}}, [](In i) { return ge(i[0], clamp(i[0], -0.5, 0.5)); }, map1([](double x) { return double(x >= clamped(x)); }), 0, 0, false},
-      {Op::lt, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return lt(i[0], i[1]); }, map2([](double a, double b) { return double(a < b); }), 0, 0, false},
-      {Op::gt, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return gt(i[0], i[1]); }, map2([](double a, double b) { return double(a > b); }), 0, 0, false},
+      {.op = Op::eq, .inputs = {{{4, 6}}}, .f = [](In i) { return eq(i[0], clamp(i[0], -0.5, 0.5)); }, .reference = map1([](double x) { return double(x == clamped(x)); }), .R = 0, .steps = 0, .differentiable = false},
+      {.op = Op::ne, .inputs = {{{4, 6}}}, .f = [](In i) { return ne(i[0], clamp(i[0], -0.5, 0.5)); }, .reference = map1([](double x) { return double(x != clamped(x)); }), .R = 0, .steps = 0, .differentiable = false},
+      {.op = Op::le, .inputs = {{{4, 6}}}, .f = [](In i) { return le(i[0], clamp(i[0], -0.5, 0.5)); }, .reference = map1([](double x) { return double(x <= clamped(x)); }), .R = 0, .steps = 0, .differentiable = false},
+      {.op = Op::ge, .inputs = {{{4, 6}}}, .f = [](In i) { return ge(i[0], clamp(i[0], -0.5, 0.5)); }, .reference = map1([](double x) { return double(x >= clamped(x)); }), .R = 0, .steps = 0, .differentiable = false},
+      {.op = Op::lt, .inputs = {{{4, 6}}, {{4, 6}}}, .f = [](In i) { return lt(i[0], i[1]); }, .reference = map2([](double a, double b) { return double(a < b); }), .R = 0, .steps = 0, .differentiable = false},
+      {.op = Op::gt, .inputs = {{{4, 6}}, {{4, 6}}}, .f = [](In i) { return gt(i[0], i[1]); }, .reference = map2([](double a, double b) { return double(a > b); }), .R = 0, .steps = 0, .differentiable = false},
       // ---- reductions
-      {Op::sum, "all", {{{5, 7}}}, [](In i) { return sum(i[0]); }, [](const Values& v) { return std::vector{total(v[0])}; }, 35},
-      {Op::sum, "dim 1", {{{5, 7}}}, [](In i) { return sum(i[0], {1}); },
-       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{total(r)}; }); }, 7},
-      {Op::sum, "dim 0 keepdim", {{{5, 7}}}, [](In i) { return sum(i[0], {0}, true); },
-       [](const Values& v) { return per_row(transposed(v[0], 5, 7), 5, [](auto r) { return std::vector{total(r)}; }); }, 5},
-      {Op::sum, "dims (0, 2)", {{{3, 4, 5}}}, [](In i) { return sum(i[0], {0, 2}); },
-       [](const Values& v) {
+      {.op = Op::sum, .variant = "all", .inputs = {{{5, 7}}}, .f = [](In i) { return sum(i[0]); }, .reference = [](const Values& v) { return std::vector{total(v[0])}; }, .R = 35},
+      {.op = Op::sum, .variant = "dim 1", .inputs = {{{5, 7}}}, .f = [](In i) { return sum(i[0], {1}); },
+       .reference = [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{total(r)}; }); }, .R = 7},
+      {.op = Op::sum, .variant = "dim 0 keepdim", .inputs = {{{5, 7}}}, .f = [](In i) { return sum(i[0], {0}, true); },
+       .reference = [](const Values& v) { return per_row(transposed(v[0], 5, 7), 5, [](auto r) { return std::vector{total(r)}; }); }, .R = 5},
+      {.op = Op::sum, .variant = "dims (0, 2)", .inputs = {{{3, 4, 5}}}, .f = [](In i) { return sum(i[0], {0, 2}); },
+       .reference = [](const Values& v) {
          std::vector<double> out(4);
          for (size_t k = 0; k < v[0].size(); ++k) out[k / 5 % 4] += v[0][k];
          return out;
-       }, 15},
-      {Op::mean, "all", {{{5, 7}}}, [](In i) { return mean(i[0]); }, [](const Values& v) { return std::vector{mean_of(v[0])}; }, 35},
-      {Op::mean, "dim 1 keepdim", {{{5, 7}}}, [](In i) { return mean(i[0], {1}, true); },
-       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{mean_of(r)}; }); }, 7},
-      {Op::max, "all", {{{5, 7}}}, [](In i) { return max(i[0]); }, [](const Values& v) { return std::vector{v[0][extreme(v[0], false)]}; }},
-      {Op::max, "dim 1", {{{5, 7}}}, [](In i) { return max(i[0], 1).first; },
-       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{r[extreme(r, false)]}; }); }},
-      {Op::min, "all", {{{5, 7}}}, [](In i) { return min(i[0]); }, [](const Values& v) { return std::vector{v[0][extreme(v[0], true)]}; }},
-      {Op::min, "dim 0 keepdim", {{{5, 7}}}, [](In i) { return min(i[0], 0, true).first; },
-       [](const Values& v) { return per_row(transposed(v[0], 5, 7), 5, [](auto r) { return std::vector{r[extreme(r, true)]}; }); }},
+       }, .R = 15},
+      {.op = Op::mean, .variant = "all", .inputs = {{{5, 7}}}, .f = [](In i) { return mean(i[0]); }, .reference = [](const Values& v) { return std::vector{mean_of(v[0])}; }, .R = 35},
+      {.op = Op::mean, .variant = "dim 1 keepdim", .inputs = {{{5, 7}}}, .f = [](In i) { return mean(i[0], {1}, true); },
+       .reference = [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{mean_of(r)}; }); }, .R = 7},
+      {.op = Op::max, .variant = "all", .inputs = {{{5, 7}}}, .f = [](In i) { return max(i[0]); }, .reference = [](const Values& v) { return std::vector{v[0][extreme(v[0], false)]}; }},
+      {.op = Op::max, .variant = "dim 1", .inputs = {{{5, 7}}}, .f = [](In i) { return max(i[0], 1).first; },
+       .reference = [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{r[extreme(r, false)]}; }); }},
+      {.op = Op::min, .variant = "all", .inputs = {{{5, 7}}}, .f = [](In i) { return min(i[0]); }, .reference = [](const Values& v) { return std::vector{v[0][extreme(v[0], true)]}; }},
+      {.op = Op::min, .variant = "dim 0 keepdim", .inputs = {{{5, 7}}}, .f = [](In i) { return min(i[0], 0, true).first; },
+       .reference = [](const Values& v) { return per_row(transposed(v[0], 5, 7), 5, [](auto r) { return std::vector{r[extreme(r, true)]}; }); }},
       // ties (likely in bfloat16) go to the first, as in PyTorch
-      {Op::max, "dim 1 indices", {{{5, 7}}}, [](In i) { return max(i[0], 1).second; },
-       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{double(extreme(r, false))}; }); }, 0, 0, false},
-      {Op::argmax, "all", {{{5, 7}}}, [](In i) { return argmax(i[0]); }, [](const Values& v) { return std::vector{double(extreme(v[0], false))}; }, 0, 0, false},
-      {Op::argmax, "dim 1", {{{5, 7}}}, [](In i) { return argmax(i[0], 1); },
-       [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{double(extreme(r, false))}; }); }, 0, 0, false},
+      {.op = Op::max, .variant = "dim 1 indices", .inputs = {{{5, 7}}}, .f = [](In i) { return max(i[0], 1).second; },
+       .reference = [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{double(extreme(r, false))}; }); }, .R = 0, .steps = 0, .differentiable = false},
+      {.op = Op::argmax, .variant = "all", .inputs = {{{5, 7}}}, .f = [](In i) { return argmax(i[0]); }, .reference = [](const Values& v) { return std::vector{double(extreme(v[0], false))}; }, .R = 0, .steps = 0, .differentiable = false},
+      {.op = Op::argmax, .variant = "dim 1", .inputs = {{{5, 7}}}, .f = [](In i) { return argmax(i[0], 1); },
+       .reference = [](const Values& v) { return per_row(v[0], 7, [](auto r) { return std::vector{double(extreme(r, false))}; }); }, .R = 0, .steps = 0, .differentiable = false},
       // ---- shape, views, copies
-      {Op::reshape, "", {{{4, 6}}}, [](In i) { return reshape(i[0], {3, -1}); }, map1([](double x) { return x; })},
-      {Op::view, "", {{{4, 6}}}, [](In i) { return view(i[0], {2, 2, 6}); }, map1([](double x) { return x; })},
-      {Op::flatten, "", {{{2, 3, 4}}}, [](In i) { return flatten(i[0], 1); }, map1([](double x) { return x; })},
-      {Op::unsqueeze, "", {{{4, 6}}}, [](In i) { return unsqueeze(i[0], 1); }, map1([](double x) { return x; })},
-      {Op::squeeze, "", {{{4, 1, 6}}}, [](In i) { return squeeze(i[0]); }, map1([](double x) { return x; })},
-      {Op::clone, "", {{{4, 6}}}, [](In i) { return clone(i[0]); }, map1([](double x) { return x; })},
-      {Op::transpose, "", {{{4, 6}}}, [](In i) { return transpose(i[0], 0, 1); }, [](const Values& v) { return transposed(v[0], 4, 6); }},
-      {Op::contiguous, "of a transpose", {{{4, 6}}}, [](In i) { return contiguous(transpose(i[0], 0, 1)); },
-       [](const Values& v) { return transposed(v[0], 4, 6); }},
-      {Op::narrow, "", {{{4, 6}}}, [](In i) { return narrow(i[0], 1, 2, 3); },
-       [](const Values& v) { return per_row(v[0], 6, [](auto r) { return std::vector(r.begin() + 2, r.begin() + 5); }); }},
-      {Op::select, "", {{{4, 6}}}, [](In i) { return select(i[0], 0, 2); }, [](const Values& v) { return std::vector(v[0].begin() + 12, v[0].begin() + 18); }},
+      {.op = Op::reshape, .inputs = {{{4, 6}}}, .f = [](In i) { return reshape(i[0], {3, -1}); }, .reference = map1([](double x) { return x; })},
+      {.op = Op::view, .inputs = {{{4, 6}}}, .f = [](In i) { return view(i[0], {2, 2, 6}); }, .reference = map1([](double x) { return x; })},
+      {.op = Op::flatten, .inputs = {{{2, 3, 4}}}, .f = [](In i) { return flatten(i[0], 1); }, .reference = map1([](double x) { return x; })},
+      {.op = Op::unsqueeze, .inputs = {{{4, 6}}}, .f = [](In i) { return unsqueeze(i[0], 1); }, .reference = map1([](double x) { return x; })},
+      {.op = Op::squeeze, .inputs = {{{4, 1, 6}}}, .f = [](In i) { return squeeze(i[0]); }, .reference = map1([](double x) { return x; })},
+      {.op = Op::clone, .inputs = {{{4, 6}}}, .f = [](In i) { return clone(i[0]); }, .reference = map1([](double x) { return x; })},
+      {.op = Op::transpose, .inputs = {{{4, 6}}}, .f = [](In i) { return transpose(i[0], 0, 1); }, .reference = [](const Values& v) { return transposed(v[0], 4, 6); }},
+      {.op = Op::contiguous, .variant = "of a transpose", .inputs = {{{4, 6}}}, .f = [](In i) { return contiguous(transpose(i[0], 0, 1)); },
+       .reference = [](const Values& v) { return transposed(v[0], 4, 6); }},
+      {.op = Op::narrow, .inputs = {{{4, 6}}}, .f = [](In i) { return narrow(i[0], 1, 2, 3); },
+       .reference = [](const Values& v) { return per_row(v[0], 6, [](auto r) { return std::vector(r.begin() + 2, r.begin() + 5); }); }},
+      {.op = Op::select, .inputs = {{{4, 6}}}, .f = [](In i) { return select(i[0], 0, 2); }, .reference = [](const Values& v) { return std::vector(v[0].begin() + 12, v[0].begin() + 18); }},
       // column 5 twice: its gradient adds two terms
-      {Op::index_select, "", {{{4, 6}}}, [](In i) { return index_select(i[0], 1, beside(i[0], from_vector<int64_t>({5, 0, 5, 2}))); },
-       [](const Values& v) { return per_row(v[0], 6, [](auto r) { return std::vector{r[5], r[0], r[5], r[2]}; }); }, 2},
-      {Op::expand, "", {{{4, 1}}}, [](In i) { return expand(i[0], {4, 6}); },
-       [](const Values& v) { return per_row(v[0], 1, [](auto r) { return std::vector(6, r[0]); }); }, 6},
-      {Op::cat, "", {{{2, 6}}, {{3, 6}}}, [](In i) { return cat({i[0], i[1]}, 0); },
-       [](const Values& v) { std::vector<double> out = v[0]; out.insert(out.end(), v[1].begin(), v[1].end()); return out; }},
-      {Op::stack, "", {{{4, 6}}, {{4, 6}}}, [](In i) { return stack({i[0], i[1]}); },
-       [](const Values& v) { std::vector<double> out = v[0]; out.insert(out.end(), v[1].begin(), v[1].end()); return out; }},
+      {.op = Op::index_select, .inputs = {{{4, 6}}}, .f = [](In i) { return index_select(i[0], 1, beside(i[0], from_vector<int64_t>({5, 0, 5, 2}))); },
+       .reference = [](const Values& v) { return per_row(v[0], 6, [](auto r) { return std::vector{r[5], r[0], r[5], r[2]}; }); }, .R = 2},
+      {.op = Op::expand, .inputs = {{{4, 1}}}, .f = [](In i) { return expand(i[0], {4, 6}); },
+       .reference = [](const Values& v) { return per_row(v[0], 1, [](auto r) { return std::vector(6, r[0]); }); }, .R = 6},
+      {.op = Op::cat, .inputs = {{{2, 6}}, {{3, 6}}}, .f = [](In i) { return cat({i[0], i[1]}, 0); },
+       .reference = [](const Values& v) { std::vector<double> out = v[0]; out.insert(out.end(), v[1].begin(), v[1].end()); return out; }},
+      {.op = Op::stack, .inputs = {{{4, 6}}, {{4, 6}}}, .f = [](In i) { return stack({i[0], i[1]}); },
+       .reference = [](const Values& v) { std::vector<double> out = v[0]; out.insert(out.end(), v[1].begin(), v[1].end()); return out; }},
       // ---- linear algebra (R: K in the forward, M or N in the backward's products)
-      {Op::matmul, "", {{{5, 16}}, {{16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
-       [](const Values& v) { return gemm_nt(v[0], transposed(v[1], 16, 7), 5, 16); }, 16},
-      {Op::matmul, "dot", {{{16}}, {{16}}}, [](In i) { return matmul(i[0], i[1]); }, [](const Values& v) { return gemm_nt(v[0], v[1], 1, 16); }, 16},
-      {Op::matmul, "(M, K)(K)", {{{5, 16}}, {{16}}}, [](In i) { return matmul(i[0], i[1]); }, [](const Values& v) { return gemm_nt(v[0], v[1], 5, 16); }, 16},
-      {Op::matmul, "(K)(K, N)", {{{16}}, {{16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
-       [](const Values& v) { return gemm_nt(v[0], transposed(v[1], 16, 7), 1, 16); }, 16},
-      {Op::matmul, "batched", {{{3, 5, 16}}, {{3, 16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
-       [](const Values& v) { return gemm_batched(v[0], v[1], 3, 5, 16, 7); }, 16},
-      {Op::matmul, "batched (B, M, K)(K, N)", {{{3, 5, 16}}, {{16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
-       [](const Values& v) { return gemm_batched(v[0], v[1], 3, 5, 16, 7); }, 16},  // K; b's gradient sums B·M = 15 products
-      {Op::matmul, "broadcast batch (1, M, K)(B, K, N)", {{{1, 5, 16}}, {{3, 16, 7}}}, [](In i) { return matmul(i[0], i[1]); },
-       [](const Values& v) { return gemm_batched(v[0], v[1], 3, 5, 16, 7); }, 21},  // a's gradient sums B·N products
+      {.op = Op::matmul, .inputs = {{{5, 16}}, {{16, 7}}}, .f = [](In i) { return matmul(i[0], i[1]); },
+       .reference = [](const Values& v) { return gemm_nt(v[0], transposed(v[1], 16, 7), 5, 16); }, .R = 16},
+      {.op = Op::matmul, .variant = "dot", .inputs = {{{16}}, {{16}}}, .f = [](In i) { return matmul(i[0], i[1]); }, .reference = [](const Values& v) { return gemm_nt(v[0], v[1], 1, 16); }, .R = 16},
+      {.op = Op::matmul, .variant = "(M, K)(K)", .inputs = {{{5, 16}}, {{16}}}, .f = [](In i) { return matmul(i[0], i[1]); }, .reference = [](const Values& v) { return gemm_nt(v[0], v[1], 5, 16); }, .R = 16},
+      {.op = Op::matmul, .variant = "(K)(K, N)", .inputs = {{{16}}, {{16, 7}}}, .f = [](In i) { return matmul(i[0], i[1]); },
+       .reference = [](const Values& v) { return gemm_nt(v[0], transposed(v[1], 16, 7), 1, 16); }, .R = 16},
+      {.op = Op::matmul, .variant = "batched", .inputs = {{{3, 5, 16}}, {{3, 16, 7}}}, .f = [](In i) { return matmul(i[0], i[1]); },
+       .reference = [](const Values& v) { return gemm_batched(v[0], v[1], 3, 5, 16, 7); }, .R = 16},
+      {.op = Op::matmul, .variant = "batched (B, M, K)(K, N)", .inputs = {{{3, 5, 16}}, {{16, 7}}}, .f = [](In i) { return matmul(i[0], i[1]); },
+       .reference = [](const Values& v) { return gemm_batched(v[0], v[1], 3, 5, 16, 7); }, .R = 16},  // K; b's gradient sums B·M = 15 products
+      {.op = Op::matmul, .variant = "broadcast batch (1, M, K)(B, K, N)", .inputs = {{{1, 5, 16}}, {{3, 16, 7}}}, .f = [](In i) { return matmul(i[0], i[1]); },
+       .reference = [](const Values& v) { return gemm_batched(v[0], v[1], 3, 5, 16, 7); }, .R = 21},  // a's gradient sums B·N products
       // every other column of a (5, 32): strides (32, 2), which a GEMM takes only as a copy
-      {Op::matmul, "of a strided view (copied)", {{{5, 32}}, {{16, 7}}}, [](In i) { return matmul(select(reshape(i[0], {5, 16, 2}), 2, 0), i[1]); },
-       [](const Values& v) {
+      {.op = Op::matmul, .variant = "of a strided view (copied)", .inputs = {{{5, 32}}, {{16, 7}}}, .f = [](In i) { return matmul(select(reshape(i[0], {5, 16, 2}), 2, 0), i[1]); },
+       .reference = [](const Values& v) {
          std::vector<double> a;
          for (size_t k = 0; k < v[0].size(); k += 2) a.push_back(v[0][k]);
          return gemm_nt(a, transposed(v[1], 16, 7), 5, 16);
-       }, 16},
+       }, .R = 16},
       // the product is rounded to the dtype before the bias is added
-      {Op::linear, "", {{{6, 16}}, {{5, 16}}, {{5}}}, [](In i) { return linear(i[0], i[1], i[2]); },
-       [](const Values& v) {
+      {.op = Op::linear, .inputs = {{{6, 16}}, {{5, 16}}, {{5}}}, .f = [](In i) { return linear(i[0], i[1], i[2]); },
+       .reference = [](const Values& v) {
          std::vector<double> y = gemm_nt(v[0], v[1], 6, 16);
          for (size_t k = 0; k < y.size(); ++k) y[k] += v[2][k % 5];
          return y;
-       }, 16, 8, true, 1},
+       }, .R = 16, .rounded = 1},
       // ---- attention (R: E, S or L, the GEMMs' sums; P is rounded to the dtype before P·V)
-      {Op::scaled_dot_product_attention, "causal, L < S", {{{2, 5, 8}}, {{2, 7, 8}}, {{2, 7, 3}}},
-       [](In i) { return scaled_dot_product_attention(i[0], i[1], i[2]); }, attention(2, 5, 7, 8, 3, true), 8, 8, true, 1},
-      {Op::scaled_dot_product_attention, "causal, heads, L > S", {{{2, 2, 6, 4}}, {{2, 2, 3, 4}}, {{2, 2, 3, 5}}},
-       [](In i) { return scaled_dot_product_attention(i[0], i[1], i[2]); }, attention(4, 6, 3, 4, 5, true), 6, 8, true, 1},
-      {Op::scaled_dot_product_attention, "not causal, scale -0.7", {{{3, 4}}, {{5, 4}}, {{5, 2}}},
-       [](In i) { return scaled_dot_product_attention(i[0], i[1], i[2], false, -0.7); }, attention(1, 3, 5, 4, 2, false, -0.7), 5, 8, true, 1},
+      {.op = Op::scaled_dot_product_attention, .variant = "causal, L < S", .inputs = {{{2, 5, 8}}, {{2, 7, 8}}, {{2, 7, 3}}},
+       .f = [](In i) { return scaled_dot_product_attention(i[0], i[1], i[2]); }, .reference = attention(2, 5, 7, 8, 3, true), .R = 8, .rounded = 1},
+      {.op = Op::scaled_dot_product_attention, .variant = "causal, heads, L > S", .inputs = {{{2, 2, 6, 4}}, {{2, 2, 3, 4}}, {{2, 2, 3, 5}}},
+       .f = [](In i) { return scaled_dot_product_attention(i[0], i[1], i[2]); }, .reference = attention(4, 6, 3, 4, 5, true), .R = 6, .rounded = 1},
+      {.op = Op::scaled_dot_product_attention, .variant = "not causal, scale -0.7", .inputs = {{{3, 4}}, {{5, 4}}, {{5, 2}}},
+       .f = [](In i) { return scaled_dot_product_attention(i[0], i[1], i[2], false, -0.7); }, .reference = attention(1, 3, 5, 4, 2, false, -0.7), .R = 5, .rounded = 1},
       // ---- softmax and the losses, over (4, 9) logits
-      {Op::softmax, "", {{{4, 9}, -3, 3}}, [](In i) { return softmax(i[0], 1); },
-       [](const Values& v) { return per_row(v[0], 9, [](auto r) { return softmax_row(r, false); }); }, 9},
-      {Op::softmax, "dim 0", {{{4, 9}, -3, 3}}, [](In i) { return softmax(i[0], 0); },
-       [](const Values& v) { return transposed(per_row(transposed(v[0], 4, 9), 4, [](auto r) { return softmax_row(r, false); }), 9, 4); }, 4},
-      {Op::log_softmax, "", {{{4, 9}, -3, 3}}, [](In i) { return log_softmax(i[0], -1); },
-       [](const Values& v) { return per_row(v[0], 9, [](auto r) { return softmax_row(r, true); }); }, 9},
-      {Op::cross_entropy, "", {{{4, 9}, -3, 3}}, [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>(kTargets))); },
-       [](const Values& v) {
+      {.op = Op::softmax, .inputs = {{{4, 9}, -3, 3}}, .f = [](In i) { return softmax(i[0], 1); },
+       .reference = [](const Values& v) { return per_row(v[0], 9, [](auto r) { return softmax_row(r, false); }); }, .R = 9},
+      {.op = Op::softmax, .variant = "dim 0", .inputs = {{{4, 9}, -3, 3}}, .f = [](In i) { return softmax(i[0], 0); },
+       .reference = [](const Values& v) { return transposed(per_row(transposed(v[0], 4, 9), 4, [](auto r) { return softmax_row(r, false); }), 9, 4); }, .R = 4},
+      {.op = Op::log_softmax, .inputs = {{{4, 9}, -3, 3}}, .f = [](In i) { return log_softmax(i[0], -1); },
+       .reference = [](const Values& v) { return per_row(v[0], 9, [](auto r) { return softmax_row(r, true); }); }, .R = 9},
+      {.op = Op::cross_entropy, .inputs = {{{4, 9}, -3, 3}}, .f = [](In i) { return cross_entropy(i[0], beside(i[0], from_vector<int64_t>(kTargets))); },
+       .reference = [](const Values& v) {
          double loss = 0;
          for (size_t n = 0; n < 4; ++n) loss -= softmax_row(std::vector(v[0].begin() + 9 * n, v[0].begin() + 9 * n + 9), true)[kTargets[n]];
          return std::vector{loss / 4};
-       }, 9, 32, true, 1},  // log_softmax is rounded to the dtype, then the loss is taken in float32
-      {Op::nll_loss, "", {{{4, 9}, -3, 0}}, [](In i) { return nll_loss(i[0], beside(i[0], from_vector<int64_t>(kTargets))); },
-       [](const Values& v) {
+       }, .R = 9, .steps = 32, .rounded = 1},  // log_softmax is rounded to the dtype, then the loss is taken in float32
+      {.op = Op::nll_loss, .inputs = {{{4, 9}, -3, 0}}, .f = [](In i) { return nll_loss(i[0], beside(i[0], from_vector<int64_t>(kTargets))); },
+       .reference = [](const Values& v) {
          double loss = 0;
          for (size_t n = 0; n < 4; ++n) loss -= v[0][9 * n + kTargets[n]];
          return std::vector{loss / 4};
-       }, 4},
-      {Op::mse_loss, "", {{{2, 3}}, {{2, 3}}}, [](In i) { return mse_loss(i[0], i[1]); },
-       [](const Values& v) { return std::vector{mean_of(map2([](double a, double b) { return (a - b) * (a - b); })(v))}; }, 6, 16, true, 2},  // a − b, then its square, rounded
+       }, .R = 4},
+      {.op = Op::mse_loss, .inputs = {{{2, 3}}, {{2, 3}}}, .f = [](In i) { return mse_loss(i[0], i[1]); },
+       .reference = [](const Values& v) { return std::vector{mean_of(map2([](double a, double b) { return (a - b) * (a - b); })(v))}; }, .R = 6, .steps = 16, .rounded = 2},  // a − b, then its square, rounded
       // input: probabilities away from 0 and 1; target: any probability
-      {Op::binary_cross_entropy, "", {{{2, 3}, 0.1, 0.9}, {{2, 3}, 0, 1}}, [](In i) { return binary_cross_entropy(i[0], i[1]); },
-       [](const Values& v) {
+      {.op = Op::binary_cross_entropy, .inputs = {{{2, 3}, 0.1, 0.9}, {{2, 3}, 0, 1}}, .f = [](In i) { return binary_cross_entropy(i[0], i[1]); },
+       .reference = [](const Values& v) {
          return std::vector{mean_of(map2([](double p, double t) { return -(t * std::log(p) + (1 - t) * std::log1p(-p)); })(v))};
-       }, 6, 32, true, 0, "its input must be a probability: the CPU refuses one outside [0, 1], NaN included, as PyTorch's CPU kernel does (test_ops.cpp)"},
-      {Op::binary_cross_entropy_with_logits, "", {{{2, 3}, -3, 3}, {{2, 3}, 0, 1}}, [](In i) { return binary_cross_entropy_with_logits(i[0], i[1]); },
-       [](const Values& v) {  // (1 − t)·x + log(1 + e^−x), written stably: so x = inf gives inf, as in PyTorch, not inf − inf
+       }, .R = 6, .steps = 32, .rounded = 0, .no_nonfinite = "its input must be a probability: the CPU refuses one outside [0, 1], NaN included, as PyTorch's CPU kernel does (test_ops.cpp)"},
+      {.op = Op::binary_cross_entropy_with_logits, .inputs = {{{2, 3}, -3, 3}, {{2, 3}, 0, 1}}, .f = [](In i) { return binary_cross_entropy_with_logits(i[0], i[1]); },
+       .reference = [](const Values& v) {  // (1 − t)·x + log(1 + e^−x), written stably: so x = inf gives inf, as in PyTorch, not inf − inf
          return std::vector{mean_of(map2([](double x, double t) { return (1 - t) * x + std::log1p(std::exp(-std::abs(x))) + std::max(-x, 0.0); })(v))};
-       }, 6, 32},
+       }, .R = 6, .steps = 32},
   };
 }
 
@@ -457,7 +486,36 @@ void check_rounded_once(const std::string& what, const OpInfo& info, Sample kind
                                << (bad ? once[first] : 0) << " (float32: " << (bad ? wide[first] : 0) << ")");
 }
 
-const std::vector<OpInfo> kInfos = op_infos();
+// The names of each op's scalar arguments, from tensor/ops.def: leaky_relu's {"negative_slope"}.
+std::vector<std::string> arg_names(Op op) {
+#define ARG(type, name, ...) #name,
+#define UNARY(name, cuda, cpu, args, ...) if (op == Op::name) return {AMPGRAD_ARGS args};
+#include "tensor/ops.def"
+  return {};
+}
+
+// Each entry once per sample of its scalar arguments, the sample bound into its lambdas and named
+// in its variant: "leaky_relu (negative_slope=0.01)".
+std::vector<OpInfo> with_each_args(const std::vector<OpInfo>& infos) {
+  std::vector<OpInfo> out;
+  for (const OpInfo& info : infos) {
+    if (info.args.empty()) out.push_back(info);
+    for (const Args& a : info.args) {
+      OpInfo e = info;
+      std::ostringstream named;
+      const std::vector<std::string> names = arg_names(info.op);
+      for (size_t k = 0; k < a.size(); ++k) named << (k ? ", " : "(") << (k < names.size() ? names[k] : "?") << "=" << a[k];
+      e.variant += (e.variant.empty() ? "" : " ") + named.str() + ")";
+      e.f = [f = info.f, a](In in) { return f(in, a); };
+      e.reference = [r = info.reference, a](const Values& v) { return r(v, a); };
+      e.args = {a};
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+const std::vector<OpInfo> kInfos = with_each_args(op_infos());
 
 }  // namespace
 
@@ -577,21 +635,49 @@ TEST_CASE("every op of tensor/ops.def has an OpInfo entry or is tested by hand e
   }
 }
 
+// An op with scalar arguments is tested at two samples of them at least, every entry passing all of them.
+TEST_CASE("every op of tensor/ops.def with scalar arguments has OpInfo entries at two samples of them at least") {
+  for (size_t i = 0; i < amp::kNumOps; ++i) {
+    const Op op = Op(i);
+    const size_t n = arg_names(op).size();
+    if (n == 0) continue;
+    std::vector<Args> samples;
+    for (const OpInfo& e : kInfos)
+      if (e.op == op) {
+        CHECK_MESSAGE((e.args.size() == 1 && e.args[0].size() == n), e.name() << ": has " << n << " scalar arguments, but the entry gives no sample of them");
+        samples.insert(samples.end(), e.args.begin(), e.args.end());
+      }
+    std::sort(samples.begin(), samples.end());
+    CHECK_MESSAGE(std::unique(samples.begin(), samples.end()) - samples.begin() >= 2,
+                  amp::policy(op).name << ": has scalar arguments, tested at fewer than two samples of them");
+  }
+}
+
 // What ops.def's line gives an elementwise op beyond the op itself: its name in nn::functional and,
 // for an activation (a line naming a Module), that nn::Module, each running the op itself. A name
 // the expansion lost fails to compile, naming it; a Module running another op fails here.
+// An op's scalar argument of `type` at a sample value, and a Module made with such values.
+template <class T> T sample_arg() { return T(0.25); }
+template <class M, class... V> Tensor module_forward(const Tensor& x, V... values) { return M(values...).forward(x); }
+
 TEST_CASE("every elementwise op of tensor/ops.def is in nn::functional, and every activation is an nn::Module running it") {
   const Tensor x = from_vector<double>({-2, -0.5, 0, 0.5, 2}), y = from_vector<double>({1, -0.5, 3, 0.25, -2});
   auto same = [](const Tensor& a, const Tensor& b) {  // NaN (log of −2) matching NaN
     const std::vector<double> u = to_vector<double>(a), v = to_vector<double>(b);
     return std::equal(u.begin(), u.end(), v.begin(), v.end(), [](double p, double q) { return p == q || (std::isnan(p) && std::isnan(q)); });
   };
-#define UNARY(name, cuda, cpu, ...)                                                                        \
-  CHECK_MESSAGE(same(nn::functional::name(x), ampgrad::name(x)), "nn::functional::" #name " is not " #name); \
-  __VA_OPT__(CHECK_MESSAGE(same(nn::__VA_ARGS__().forward(x), ampgrad::name(x)), "nn::" #__VA_ARGS__ " does not run " #name);)
+#define ARG(type, name, ...) , sample_arg<type>()
+#define UNARY(name, cuda, cpu, args, ...)                                                                                             \
+  CHECK_MESSAGE(same(nn::functional::name(x AMPGRAD_ARGS args), ampgrad::name(x AMPGRAD_ARGS args)), "nn::functional::" #name " is not " #name); \
+  __VA_OPT__(CHECK_MESSAGE(same(module_forward<nn::__VA_ARGS__>(x AMPGRAD_ARGS args), ampgrad::name(x AMPGRAD_ARGS args)), "nn::" #__VA_ARGS__ " does not run " #name);)
 #define BINARY_KERNEL(name, Functor, cuda, cpu) \
   CHECK_MESSAGE(same(nn::functional::name(x, y), ampgrad::name(x, y)), "nn::functional::" #name " is not " #name);
 #include "tensor/ops.def"
+  // printed as PyTorch prints them, each argument as given or its default
+  auto printed = [](const auto& m) { std::ostringstream os; os << m; return os.str(); };
+  CHECK(printed(nn::LeakyReLU(0.2)) == "LeakyReLU(negative_slope=0.2)");
+  CHECK(printed(nn::LeakyReLU()) == "LeakyReLU(negative_slope=0.01)");
+  CHECK(printed(nn::ReLU()) == "ReLU()");
 }
 
 // The NaN/inf sample is generated for every entry; one that opts out must say why in a sentence
@@ -692,4 +778,32 @@ DEVICE_TEST_CASE("relu and abs: NaN passes forward, and backward gives PyTorch's
     abs(a).backward(tensor({0.5, 0.25, NAN, 0.75}));
     CHECK(same(a.grad(), {0, -0.25, NAN, 0.75}));
   }
+}
+
+// pow where the sign of a zero, an infinity or a NaN decides, against PyTorch (torch 1.13,
+// float64): x^±0.5 go through sqrt as PyTorch's do, so -0 keeps its sign through them, forward
+// and backward, and -inf becomes NaN. The values are exact in every dtype.
+DEVICE_TEST_CASE("pow at ±0, ±inf and NaN: PyTorch's values and gradients, the sign of zero included") {
+  const std::vector<double> x = {-0.0, 0.0, -INFINITY, INFINITY, NAN, -2};
+  const std::vector<std::tuple<double, std::vector<double>, std::vector<double>>> cases = {
+      {0.5, {-0.0, 0.0, NAN, INFINITY, NAN, NAN}, {-INFINITY, INFINITY, NAN, 0.0, NAN, NAN}},
+      {-0.5, {-INFINITY, INFINITY, NAN, 0.0, NAN, NAN}, {-INFINITY, -INFINITY, -0.0, -0.0, NAN, NAN}},
+      {2, {0.0, 0.0, INFINITY, INFINITY, NAN, 4}, {-0.0, 0.0, -INFINITY, INFINITY, NAN, -4}},
+      {3, {-0.0, 0.0, -INFINITY, INFINITY, NAN, -8}, {0.0, 0.0, INFINITY, INFINITY, NAN, 12}},
+  };
+  auto bits_equal = [](const std::vector<double>& got, const std::vector<double>& want) {
+    for (size_t i = 0; i < want.size(); ++i)
+      if (!(std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i] && std::signbit(got[i]) == std::signbit(want[i]))) return false;
+    return got.size() == want.size();
+  };
+  for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16})
+    for (const auto& c : cases) {
+      const double e = std::get<0>(c);  // (clang before 16 cannot capture a structured binding)
+      INFO(std::string(dtype_name(dtype)) << ", exponent " << e);
+      Tensor t = from_vector<double>(x).to(dtype).to(dev).requires_grad_();
+      Tensor y = pow(t, e);
+      y.backward(ones_like(y));
+      CHECK(bits_equal(to_vector<double>(y), std::get<1>(c)));
+      CHECK(bits_equal(to_vector<double>(t.grad()), std::get<2>(c)));
+    }
 }

@@ -36,10 +36,10 @@ DEVICE_TEST_CASE("a Profile counts each kernel call, inside backward() and outsi
   (void)relu(y.detach());         // after backward(): outside it again
   const std::vector<ProfileRow> rows = prof.rows();
   CHECK_FALSE(find(rows, "exp", false));
-  REQUIRE(find(rows, "matmul", false));
-  CHECK(find(rows, "matmul", false)->calls == 1);
-  REQUIRE(find(rows, "matmul", true));
-  CHECK(find(rows, "matmul", true)->calls == 2);
+  REQUIRE(find(rows, "gemm", false));
+  CHECK(find(rows, "gemm", false)->calls == 1);
+  REQUIRE(find(rows, "gemm", true));
+  CHECK(find(rows, "gemm", true)->calls == 2);
   REQUIRE(find(rows, "relu", false));
   CHECK(find(rows, "relu", false)->calls == 2);
   REQUIRE(find(rows, "relu_backward", true));
@@ -55,7 +55,7 @@ DEVICE_TEST_CASE("a Profile counts each kernel call, inside backward() and outsi
   std::ostringstream table;
   prof.print(table);
   CHECK(table.str().rfind("kernel          phase        calls    total ms    share\n", 0) == 0);
-  CHECK(table.str().find("\nmatmul          backward         2") != std::string::npos);
+  CHECK(table.str().find("\ngemm            backward         2") != std::string::npos);
   CHECK(table.str().find("\n(outside)") != std::string::npos);
   CHECK(table.str().find("100.0%\n") != std::string::npos);  // the wall time's line
 }
@@ -150,13 +150,13 @@ DEVICE_TEST_CASE("a TraceWriter's timeline: kernels under exactly one phase, bac
   bool forward_matmul = false, backward_matmul = false;
   for (const nlohmann::json& k : kernels) {
     const std::string phase = phase_of(k);
-    if (k["name"] == "matmul" && phase == "forward") {
+    if (k["name"] == "gemm" && phase == "forward") {
       forward_matmul = true;
       CHECK(k["args"]["op"] == "matmul");  // the op's last kernel: its output's dtype and shape
       CHECK(k["args"]["dtype"] == "float32");
       CHECK(k["args"]["shape"] == nlohmann::json::array({8, 3}));
     }
-    backward_matmul |= k["name"] == "matmul" && phase == "backward";
+    backward_matmul |= k["name"] == "gemm" && phase == "backward";
   }
   CHECK(forward_matmul);
   CHECK(backward_matmul);

@@ -127,12 +127,12 @@ static bool repeats_over_rows(const Tensor& x, const Tensor& y) {
   return xs.size() <= y.shape().size() && std::equal(xs.begin(), xs.end(), y.shape().end() - xs.size());
 }
 
-Tensor unary(Unary op, const Tensor& x) {
+Tensor unary(Unary op, const Tensor& x, const ScalarArgs& scalars) {
   Tensor out = empty(x.shape(), x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
-    with_unary(op, [&](auto f) {
+    with_unary<A>(op, scalars, [&](auto f) {
       if constexpr (defined_for<decltype(f), T, A>) {
         if constexpr (has_convert_contiguous<float, T>) {
           if (x.is_contiguous()) return widened_tiles((T*)out.raw_data(), std::array{(const T*)x.raw_data()}, {x.numel()}, x.numel(), f);
@@ -140,29 +140,6 @@ Tensor unary(Unary op, const Tensor& x) {
         map_into<T, T>(out, x, [f](T v) { return T(f(A(v))); });
       }
     });
-  });
-  return out;
-}
-
-Tensor pow_scalar(const Tensor& x, double p) {
-  Tensor out = empty(x.shape(), x.dtype());
-  dispatch_floating("pow", x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = opmath_t<T>;
-    auto apply = [&](auto f) { map_into<T, T>(out, x, [f](T v) { return T(f(A(v))); }); };
-    if (p == 2) apply(Square{});
-    else apply(Pow<A>{A(p)});
-  });
-  return out;
-}
-
-Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
-  Tensor out = empty(x.shape(), x.dtype());
-  dispatch(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = opmath_t<T>;
-    const Clamp<A> f{lo ? A(*lo) : A(0), hi ? A(*hi) : A(0), lo.has_value(), hi.has_value()};
-    map_into<T, T>(out, x, [f](T v) { return T(f(A(v))); });
   });
   return out;
 }
@@ -248,7 +225,7 @@ void fill_(const Tensor& dst, double value) {
   });
 }
 
-void axpy_(const Tensor& y, const Tensor& x, double alpha) {  // arguments checked in tensor/kernels.cpp
+void add_(const Tensor& y, const Tensor& x, double alpha) {  // arguments checked in tensor/kernels.cpp
   dispatch(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;
@@ -269,7 +246,7 @@ void axpy_(const Tensor& y, const Tensor& x, double alpha) {  // arguments check
   });
 }
 
-void scale_(const Tensor& y, double factor) {
+void mul_(const Tensor& y, double factor) {
   dispatch(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = opmath_t<T>;

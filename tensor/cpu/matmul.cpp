@@ -33,7 +33,7 @@ constexpr int64_t kTileAlign = 4;
 constexpr int64_t kGemmGrain = int64_t(1) << 20;
 
 template <class T>
-void gemm(const Operand& a, const Operand& b, OutMap<T> c) {
+void eigen_gemm(const Operand& a, const Operand& b, OutMap<T> c) {
   auto run = [&](const auto& A) {
     if (b.row_major) c.noalias() = A * MatMap<T, Eigen::RowMajor>((const T*)b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
     else c.noalias() = A * MatMap<T, Eigen::ColMajor>((const T*)b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
@@ -67,8 +67,8 @@ Tensor gemm_ready(const Tensor& x) {
 }
 }  // namespace
 
-Tensor bmm(const Tensor& a_in, const Tensor& b_in, DType out_dtype) {
-  // shapes and dtypes were checked by kernels::bmm
+Tensor gemm(const Tensor& a_in, const Tensor& b_in, DType out_dtype) {
+  // shapes and dtypes were checked by kernels::gemm
   const bool batched = a_in.dim() == 3;
   const int64_t B = batched ? a_in.shape()[0] : 1, M = a_in.shape()[batched], K = a_in.shape()[batched + 1], N = b_in.shape()[batched + 1];
   Tensor out = empty(batched ? Shape{B, M, N} : Shape{M, N}, out_dtype);
@@ -96,7 +96,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in, DType out_dtype) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t i = t / tiles, i0 = t % tiles * h, m = t % tiles == tiles - 1 ? M - i0 : h;
         T* c = round_out ? own : (T*)out.raw_data() + (i * M + i0) * N;
-        gemm<T>(rows(*as_operand(a, i), i0, m, a.element_size()), *as_operand(b, i), OutMap<T>(c, m, N, Eigen::OuterStride<>(N)));
+        eigen_gemm<T>(rows(*as_operand(a, i), i0, m, a.element_size()), *as_operand(b, i), OutMap<T>(c, m, N, Eigen::OuterStride<>(N)));
         if constexpr (has_convert_contiguous<S, float>)  // the single rounding of the float32 accumulator
           if (round_out) convert_contiguous((S*)out.raw_data() + (i * M + i0) * N, (const float*)c, m * N);
       }

@@ -6,22 +6,9 @@
 namespace ampgrad::cuda {
 using namespace ampgrad::kernels;
 
-Tensor unary(Unary op, const Tensor& x) {
+Tensor unary(Unary op, const Tensor& x, const ScalarArgs& scalars) {
   Tensor out = empty_on(x, x.shape(), x.dtype());
-  launch_unary(op, x.dtype(), make_loop<2>(unary_name(op), out.shape(), {&out, &x}));
-  return out;
-}
-
-Tensor pow_scalar(const Tensor& x, double p) {
-  Tensor out = empty_on(x, x.shape(), x.dtype());
-  launch_pow_scalar(x.dtype(), make_loop<2>("pow", out.shape(), {&out, &x}), p);
-  return out;
-}
-
-Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
-  Tensor out = empty_on(x, x.shape(), x.dtype());
-  launch_clamp(x.dtype(), make_loop<2>("clamp", out.shape(), {&out, &x}), lo.has_value(), lo.value_or(0),
-               hi.has_value(), hi.value_or(0));
+  launch_unary(op, scalars, x.dtype(), make_loop<2>(unary_name(op), out.shape(), {&out, &x}));
   return out;
 }
 
@@ -41,10 +28,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 void fill_(const Tensor& dst, double value) { launch_fill(dst.dtype(), make_loop<1>("fill_", dst.shape(), {&dst}), value); }
 
-void axpy_(const Tensor& y, const Tensor& x, double alpha) {  // arguments checked in tensor/kernels.cpp
+void add_(const Tensor& y, const Tensor& x, double alpha) {  // arguments checked in tensor/kernels.cpp
   launch_axpy(y.dtype(), make_loop<3>("add_", y.shape(), {&y, &y, &x}), alpha);
 }
 
-void scale_(const Tensor& y, double factor) { launch_scale(y.dtype(), make_loop<2>("mul_", y.shape(), {&y, &y}), factor); }
+void mul_(const Tensor& y, double factor) { launch_scale(y.dtype(), make_loop<2>("mul_", y.shape(), {&y, &y}), factor); }
 
 }  // namespace ampgrad::cuda

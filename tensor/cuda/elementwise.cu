@@ -1,4 +1,4 @@
-// elementwise.cu — CUDA maps and zips: unary, pow, clamp, binary (broadcasting), where, fill,
+// elementwise.cu — CUDA maps and zips: unary, binary (broadcasting), where, fill,
 // axpy, scale. Each op is one functor of tensor/elementwise_ops.h over the math type A (float
 // for half inputs), the same the CPU runs, driven by the generic kernel of loops.cuh; the load
 // widens to A and the store rounds once. Copies and casts are in copy.cu; output allocation in
@@ -33,29 +33,12 @@ template <class T> struct Fill {
 };
 
 // ---- launchers ----
-void launch_unary(Unary op, DType dtype, const Loop<2>& loop) {
+void launch_unary(Unary op, const ScalarArgs& scalars, DType dtype, const Loop<2>& loop) {
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    with_unary(op, [&](auto f) {
+    with_unary<opmath_t<T>>(op, scalars, [&](auto f) {
       if constexpr (defined_for<decltype(f), T, opmath_t<T>>) map_into<T, T>(loop, f);
     });
-  });
-}
-
-void launch_pow_scalar(DType dtype, const Loop<2>& loop, double exponent) {
-  dispatch_floating(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = opmath_t<T>;
-    if (exponent == 2) map_into<T, T>(loop, Square{});
-    else map_into<T, T>(loop, Pow<A>{A(exponent)});
-  });
-}
-
-void launch_clamp(DType dtype, const Loop<2>& loop, bool has_lo, double lo, bool has_hi, double hi) {
-  dispatch(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = opmath_t<T>;
-    map_into<T, T>(loop, Clamp<A>{has_lo ? A(lo) : A(0), has_hi ? A(hi) : A(0), has_lo, has_hi});
   });
 }
 

@@ -1,4 +1,4 @@
-// gemm.h — the cuBLAS call behind cuda::bmm, planned on the host: which operand goes first,
+// gemm.h — the cuBLAS call behind cuda::gemm, planned on the host: which operand goes first,
 // which is read transposed, the leading dimensions and batch strides. matmul.cpp makes the call;
 // tests/test_cuda_host.cpp replays these arguments through cuBLAS's documented column-major
 // semantics on the CPU and compares with the CPU's matmul, so the layout logic is tested
@@ -28,7 +28,7 @@ struct GemmArgs {
 };
 
 // The arguments that make cuBLAS write out = a · b (row-major (M, N) or (B, M, N), contiguous),
-// for a and b of matching 2-D or 3-D shapes (kernels::bmm checked them) with K > 0. An operand
+// for a and b of matching 2-D or 3-D shapes (kernels::gemm checked them) with K > 0. An operand
 // cuBLAS cannot read in place (no unit stride in its last two dims, or a broadcast row) is first
 // copied into a_copy or b_copy, which must outlive the call.
 GemmArgs gemm_args(const Tensor& a, const Tensor& b, const Tensor& out, Tensor& a_copy, Tensor& b_copy);

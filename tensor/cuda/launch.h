@@ -3,7 +3,7 @@
 // and one launcher per kernel family. No Tensor and no Eigen here, so nvcc never sees them.
 //
 //   Tensor out = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-//   launch_unary(Unary::exp, x.dtype(), make_loop<2>("exp", out.shape(), {&out, &x}));  // loops.h
+//   launch_unary(Unary::exp, {}, x.dtype(), make_loop<2>("exp", out.shape(), {&out, &x}));  // loops.h
 #pragma once
 #include <cstdint>
 
@@ -27,9 +27,7 @@ template <int N> struct Loop {
 };
 
 // ---- elementwise.cu (dtype: of the inputs; outputs as tensor/kernels.h says) ----
-void launch_unary(kernels::Unary op, DType dtype, const Loop<2>& loop);                  // (out, x)
-void launch_pow_scalar(DType dtype, const Loop<2>& loop, double exponent);               // (out, x)
-void launch_clamp(DType dtype, const Loop<2>& loop, bool has_lo, double lo, bool has_hi, double hi);
+void launch_unary(kernels::Unary op, const kernels::ScalarArgs& scalars, DType dtype, const Loop<2>& loop);  // (out, x)
 void launch_binary(kernels::Binary op, DType dtype, const Loop<3>& loop);                // (out, a, b)
 void launch_where(DType dtype, const Loop<4>& loop);                                     // (out, cond, a, b)
 void launch_fill(DType dtype, const Loop<1>& loop, double value);                        // (dst)

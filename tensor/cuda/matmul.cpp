@@ -1,4 +1,4 @@
-// matmul.cpp — cuda::bmm on cuBLAS, with the CPU's semantics (tensor/cpu/matmul.cpp): half
+// matmul.cpp — cuda::gemm on cuBLAS, with the CPU's semantics (tensor/cpu/matmul.cpp): half
 // inputs multiply on tensor cores with float32 accumulation and one rounding of the output (or
 // none, for a float32 out_dtype); float32 uses TF32 tensor cores only when matmul_allow_tf32();
 // float64 stays float64; transposed operands are read in place. No kernel of ours: cuBLAS does this best.
@@ -80,8 +80,8 @@ GemmArgs gemm_args(const Tensor& a_in, const Tensor& b_in, const Tensor& out, Te
           out.raw_data(), as_int(N, "N"), M * N, as_int(B, "batch")};
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b, DType out_dtype) {
-  // shapes and dtypes were checked by kernels::bmm
+Tensor gemm(const Tensor& a, const Tensor& b, DType out_dtype) {
+  // shapes and dtypes were checked by kernels::gemm
   const bool batched = a.dim() == 3;
   Tensor out = empty(batched ? Shape{a.shape()[0], a.shape()[1], b.shape()[2]} : Shape{a.shape()[0], b.shape()[1]},
                      TensorOptions(out_dtype).device(a.device()));  // (B, M, N)

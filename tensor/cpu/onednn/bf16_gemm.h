@@ -8,7 +8,7 @@
 
 namespace ampgrad::cpu::onednn {
 
-// out = a · b for bfloat16 a (M, K) or (B, M, K) and b (K, N) or (B, K, N), the shapes kernels::bmm
+// out = a · b for bfloat16 a (M, K) or (B, M, K) and b (K, N) or (B, K, N), the shapes kernels::gemm
 // checked; out is a new contiguous (M, N) or (B, M, N), bfloat16 or float32 (the sums
 // unrounded). Returns false, having written nothing, on a CPU without bfloat16 dot products
 // (AVX512-BF16 or AMX), where oneDNN's kernels would emulate them more slowly than widening, or
