@@ -332,6 +332,18 @@ DEVICE_TEST_CASE("conv2d and max_pool2d: values and gradients") {
   CHECK(gradcheck([&](In i) { return conv2d(i[0], i[1], i[2]); }, {r(dev, {2, 2, 4, 4}), r(dev, {3, 2, 3, 3}), r(dev, {3})}));
   CHECK(gradcheck([&](In i) { return conv2d(i[0], i[1], {}, 2, 1); }, {r(dev, {1, 2, 5, 5}), r(dev, {2, 2, 3, 3})}));
   CHECK(gradcheck([&](In i) { return max_pool2d(i[0], 2); }, {r(dev, {2, 2, 4, 4})}));
+  // Ties: each window's gradient goes to its first maximum in row-major order, as PyTorch's (torch
+  // 1.13: the same values and x.grad), in every dtype, on every device: a kernel that picked the
+  // last tie would move the 1s below.
+  for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(dtype));
+    Tensor t = from_vector<double>({0, 2, 2, 0, 5, 5, 2, 1, 0, 2, 5, 5, 3, 3, 1, 1, -1, -1, 3, 3, 1, 1, -1, -1}, {1, 1, 4, 6})
+                   .to(dtype).to(dev).requires_grad_();
+    Tensor y = max_pool2d(t, 2);
+    y.backward(ones_like(y));
+    CHECK(vec(y) == std::vector<double>{2, 2, 5, 3, 1, -1});
+    CHECK(vec(t.grad()) == std::vector<double>{0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0});
+  }
 }
 
 DEVICE_TEST_CASE("layer_norm and dropout") {
