@@ -1,4 +1,5 @@
-// shape.cpp — views (reshape, transpose, narrow, expand, ...), copies, cat/stack and to().
+// shape.cpp — views (reshape, transpose, narrow, expand, ...), copies, cat/stack and to();
+// index_select and the index ops a backward uses are indexing.cpp's.
 // A view is the same storage with new shape/strides (Tensor::as_strided); its backward maps
 // the gradient back to the input's geometry. The cast itself is autograd/cast.cpp's.
 #include <algorithm>
@@ -151,38 +152,6 @@ Tensor narrow(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
   });
   return out;
 }
-
-Tensor index_select(const Tensor& x_in, int64_t dim, const Tensor& index) {
-  auto [x] = cast_inputs(Op::index_select, x_in);
-  AMPGRAD_CHECK(index.device() == x.device(), "index_select: index on " << index.device().str() << ", input on " << x.device().str());
-  Tensor out = kernels::index_select(x, dim, index);
-  record("index_select", out, {x}, [index = Saved(index.detach()), in_shape = x.shape(), dim](const Tensor& g, const Needs&) {
-    return grads(autograd::index_add(in_shape, dim, index, g));
-  });
-  return out;
-}
-
-namespace autograd {
-Tensor index_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor out = kernels::index_add(shape, dim, index, src);
-  record("index_add", out, {src}, [index = Saved(index), dim](const Tensor& g, const Needs&) { return grads(g.index_select(dim, index)); });
-  return out;
-}
-
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  Tensor out = kernels::gather(x, dim, index);
-  record("gather", out, {x}, [index = Saved(index), dim, shape = x.shape()](const Tensor& g, const Needs&) {
-    return grads(scatter_add(shape, dim, index, g.contiguous()));
-  });
-  return out;
-}
-
-Tensor scatter_add(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor out = kernels::scatter_add(shape, dim, index, src);
-  record("scatter_add", out, {src}, [index = Saved(index), dim](const Tensor& g, const Needs&) { return grads(gather(g, dim, index)); });
-  return out;
-}
-}  // namespace autograd
 
 Tensor select(const Tensor& x_in, int64_t dim, int64_t index) {
   auto [x] = cast_inputs(Op::select, x_in);
