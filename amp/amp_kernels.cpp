@@ -57,7 +57,7 @@ void update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tens
                                    growth_factor, backoff_factor, growth_interval);
   }
 #endif
-  update_scale(*scale.data_ptr<float>(), *growth_tracker.data_ptr<int64_t>(), *found_inf.data_ptr<float>() != 0.f, growth_factor,
+  grow_or_back_off(*scale.data_ptr<float>(), *growth_tracker.data_ptr<int64_t>(), *found_inf.data_ptr<float>() != 0.f, growth_factor,
                backoff_factor, growth_interval);
 }
 

@@ -28,7 +28,7 @@ __global__ void non_finite_check_and_unscale_kernel(const __grid_constant__ Tens
 
 __global__ void update_scale_kernel(float* scale, int64_t* growth_tracker, const float* found_inf, double growth_factor,
                                     double backoff_factor, int64_t growth_interval) {
-  amp::update_scale(*scale, *growth_tracker, *found_inf != 0.f, growth_factor, backoff_factor, growth_interval);
+  amp::grow_or_back_off(*scale, *growth_tracker, *found_inf != 0.f, growth_factor, backoff_factor, growth_interval);
 }
 
 void amp_non_finite_check_and_unscale_(const std::vector<GradSpan>& grads, float* found_inf, const float* inv_scale) {

@@ -11,7 +11,7 @@ namespace ampgrad::amp {
 // set to 1 if any value (before or after scaling) is inf or NaN. Never cleared here.
 void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale);
 
-// scale (0-d float32) and growth_tracker (0-d int64) updated in place by update_scale().
+// scale (0-d float32) and growth_tracker (0-d int64) updated in place by grow_or_back_off().
 void update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
                    double backoff_factor, int64_t growth_interval);
 

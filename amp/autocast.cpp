@@ -1,11 +1,6 @@
-// autocast.cpp — the state behind autocast: per-thread, per-device-type flags, the cast cache
-// and the trace's records. Nothing here casts a tensor; autograd/cast.cpp does, reading this.
-// The trace's printing is amp/autocast_trace.cpp's.
+// autocast.cpp — the state behind autocast: per-thread, per-device-type flags, the linear route
+// and the cast cache. Nothing here casts a tensor; autograd/cast.cpp does, reading this.
 #include "amp/autocast.h"
-
-#include <algorithm>
-#include <cstdlib>
-#include <iostream>
 
 namespace ampgrad::amp {
 
@@ -14,10 +9,10 @@ constexpr DType kDefaultDType[2] = {kBFloat16, kFloat16};  // [CPU, CUDA], as Py
 struct State {
   bool enabled[2] = {false, false};
   DType dtype[2] = {kDefaultDType[0], kDefaultDType[1]};
-  LinearRoute route[2];                      // [CPU, CUDA], while a route_linear holds one
+  LinearRoute route[2];                      // [CPU, CUDA], while a LinearRouteGuard holds one
   int nesting = 0;                          // open autocast guards, enabled or not
   CastCache cache;
-  Trace* trace = nullptr;
+  bool suspended = false;
 };
 thread_local State state;
 int idx(DeviceType d) { return d == DeviceType::CUDA ? 1 : 0; }
@@ -43,24 +38,24 @@ autocast::~autocast() {
   if (--state.nesting == 0) state.cache.clear();  // leaving the outermost region
 }
 
-route_linear::route_linear(DeviceType device, LinearRoute route) : device_(device), prev_(std::move(state.route[idx(device)])) {
+LinearRouteGuard::LinearRouteGuard(DeviceType device, LinearRoute route) : device_(device), prev_(std::move(state.route[idx(device)])) {
   state.route[idx(device)] = std::move(route);
 }
-route_linear::~route_linear() { state.route[idx(device_)] = std::move(prev_); }
+LinearRouteGuard::~LinearRouteGuard() { state.route[idx(device_)] = std::move(prev_); }
 const LinearRoute& linear_route(DeviceType d) { return state.route[idx(d)]; }
 
 suspend::suspend()
-    : prev_enabled_{state.enabled[0], state.enabled[1]}, prev_route_{std::move(state.route[0]), std::move(state.route[1])}, prev_trace_(state.trace) {
+    : prev_enabled_{state.enabled[0], state.enabled[1]}, prev_route_{std::move(state.route[0]), std::move(state.route[1])}, prev_suspended_(state.suspended) {
   state.enabled[0] = state.enabled[1] = false;
   state.route[0] = state.route[1] = nullptr;
-  state.trace = nullptr;
+  state.suspended = true;
 }
 suspend::~suspend() {
   state.enabled[0] = prev_enabled_[0];
   state.enabled[1] = prev_enabled_[1];
   state.route[0] = std::move(prev_route_[0]);
   state.route[1] = std::move(prev_route_[1]);
-  state.trace = prev_trace_;
+  state.suspended = prev_suspended_;
 }
 
 bool cache_eligible(const Tensor& src, DType target) {
@@ -80,31 +75,6 @@ void cache_store(const Tensor& src, DType target, const Tensor& cast) {
   state.cache[{src.impl_ptr().get(), target}] = {src, cast};
 }
 size_t cache_size() { return state.cache.size(); }
-
-// ---- trace ----
-namespace {
-// AMPGRAD_AMP_TRACE=1: one process-wide trace on the main thread, printed when it exits.
-struct EnvTrace {
-  Trace* trace = nullptr;  // never destroyed: at exit the thread's state it would reset is gone
-  EnvTrace() {
-    const char* v = std::getenv("AMPGRAD_AMP_TRACE");
-    if (v && std::string(v) == "1") trace = new Trace;
-  }
-  ~EnvTrace() {
-    if (trace) trace->print_summary(std::cerr);
-  }
-};
-}  // namespace
-
-bool trace_active() {
-  static EnvTrace env;  // first op call starts it (on the thread that makes it)
-  return state.trace != nullptr;
-}
-void trace_record(TraceEvent ev) {
-  if (state.trace) state.trace->append(std::move(ev));
-}
-
-Trace::Trace() : prev_(state.trace) { state.trace = this; }
-Trace::~Trace() { state.trace = prev_; }
+bool suspended() { return state.suspended; }
 
 }  // namespace ampgrad::amp

@@ -1,6 +1,6 @@
-// autocast.h — thread-local autocast state, the RAII guard, the weight-cast cache and the
-// trace. This half of amp/ sits below autograd (every op consults it); the GradScaler half
-// (grad_scaler.h) sits beside the optimizer. Casting itself is autograd's: autograd/cast.cpp.
+// autocast.h — thread-local autocast state, the RAII guard, the dispatch hook and the weight-cast
+// cache. This half of amp/ sits below autograd (every op consults it); the GradScaler half
+// (grad_scaler.h) sits above the optimizer. Casting itself is autograd's: autograd/cast.cpp.
 //
 //   {
 //     amp::autocast ac(DeviceType::CPU, kFloat16);   // CPU default would be bfloat16
@@ -20,8 +20,6 @@
 
 namespace ampgrad::amp {
 
-class Trace;
-
 bool is_enabled(DeviceType device);
 DType get_dtype(DeviceType device);  // the dtype lower_precision ops cast to
 bool any_enabled();                  // fast path: false means ops skip autocast entirely
@@ -40,26 +38,26 @@ class autocast {
   DType prev_dtype_;
 };
 
-// ---- the dispatch hook: while a route_linear guard holds a route for a device type, linear
+// ---- the dispatch hook: while a LinearRouteGuard holds a route for a device type, linear
 // (the op, so nn::Linear too) on that device calls the route instead of running itself. An
 // edge reroutes linear this way (an 8-bit GEMM, say), at this one place; linear's own autocast
 // step is then the route's to take or leave.
 using LinearRoute = std::function<Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias)>;
-class route_linear {
+class LinearRouteGuard {
  public:
-  route_linear(DeviceType device, LinearRoute route);  // an empty route: linear runs as itself
-  ~route_linear();
-  route_linear(const route_linear&) = delete;
-  route_linear& operator=(const route_linear&) = delete;
+  LinearRouteGuard(DeviceType device, LinearRoute route);  // an empty route: linear runs as itself
+  ~LinearRouteGuard();
+  LinearRouteGuard(const LinearRouteGuard&) = delete;
+  LinearRouteGuard& operator=(const LinearRouteGuard&) = delete;
 
  private:
   DeviceType device_;
   LinearRoute prev_;
 };
-const LinearRoute& linear_route(DeviceType device);  // empty unless a route_linear holds one
+const LinearRoute& linear_route(DeviceType device);  // empty unless a LinearRouteGuard holds one
 
-// Backward runs inside this: autocast, the linear route and the trace off, so each gradient is
-// computed in the dtype its forward ran in and the trace shows forward calls only.
+// Backward runs inside this: autocast and the linear route off, so each gradient is computed in
+// the dtype its forward ran in (and listeners hear the forward's calls only: suspended()).
 class suspend {
  public:
   suspend();
@@ -70,7 +68,7 @@ class suspend {
  private:
   bool prev_enabled_[2];
   LinearRoute prev_route_[2];
-  Trace* prev_trace_;
+  bool prev_suspended_;
 };
 
 // ---- weight-cast cache: a float32 leaf that requires grad and is not a view, cast to the
@@ -95,32 +93,8 @@ std::optional<Tensor> cache_lookup(const Tensor& src, DType target);
 void cache_store(const Tensor& src, DType target, const Tensor& cast);
 size_t cache_size();
 
-// ---- trace: per op call, what autocast decided ----
-struct TraceEvent {
-  Op op;
-  std::vector<DType> input_dtypes;  // as the caller passed them (floating inputs only)
-  std::optional<DType> run_dtype;   // what the op ran in (none if it has no floating input)
-  Cast category;
-  bool autocast_on;                 // autocast enabled for the inputs' device type
-  int cache_hits = 0, casts = 0;
-};
-
-bool trace_active();
-void trace_record(TraceEvent ev);
-
-// RAII: records every op call on this thread while alive. AMPGRAD_AMP_TRACE=1 in the
-// environment records the whole process and prints the summary at exit.
-class Trace {
- public:
-  Trace();
-  ~Trace();
-  const std::vector<TraceEvent>& events() const { return events_; }
-  void print_summary(std::ostream& os) const;  // one row per (op, inputs, ran-in, row)
-  void append(TraceEvent ev) { events_.push_back(std::move(ev)); }
-
- private:
-  std::vector<TraceEvent> events_;
-  Trace* prev_;
-};
+// Whether this thread is inside an amp::suspend (a backward, an op's own steps): autograd/cast.cpp
+// tells listeners what autocast did only outside one, so they hear the forward's op calls.
+bool suspended();
 
 }  // namespace ampgrad::amp

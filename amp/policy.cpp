@@ -9,22 +9,22 @@
 namespace ampgrad::amp {
 
 // The rows, from tensor/ops.def, by the same expansion as the enum: row i is op i. A policy there
-// that is not a Cast fails here, naming its op.
+// that is not a CastPolicy fails here, naming its op.
 static constexpr std::array<PolicyRow, kNumOps> kTable{{
-#define OP(name, cuda, cpu) {#name, Cast::cuda, Cast::cpu},
+#define OP(name, cuda, cpu) {#name, CastPolicy::cuda, CastPolicy::cpu},
 #include "tensor/ops.def"
 }};
 
-const PolicyRow& policy(Op op) { return kTable[size_t(op)]; }
-Cast category(Op op, DeviceType d) { return d == DeviceType::CUDA ? policy(op).cuda : policy(op).cpu; }
+const PolicyRow& policy_row(Op op) { return kTable[size_t(op)]; }
+CastPolicy cast_policy(Op op, DeviceType d) { return d == DeviceType::CUDA ? policy_row(op).cuda : policy_row(op).cpu; }
 
-const char* cast_name(Cast c) {
+const char* policy_name(CastPolicy c) {
   switch (c) {
-    case Cast::lower_precision: return "lower_precision";
-    case Cast::fp32: return "fp32";
-    case Cast::promote: return "promote";
-    case Cast::input_dtype: return "input_dtype";
-    case Cast::banned: return "banned";
+    case CastPolicy::lower_precision: return "lower_precision";
+    case CastPolicy::fp32: return "fp32";
+    case CastPolicy::promote: return "promote";
+    case CastPolicy::input_dtype: return "input_dtype";
+    case CastPolicy::banned: return "banned";
   }
   return "?";
 }
@@ -42,7 +42,7 @@ const char* why_banned(Op op) {
 void print_policy_table(std::ostream& os) {
   os << std::left << std::setw(34) << "op" << std::setw(18) << "cuda" << "cpu\n";
   for (const PolicyRow& r : kTable)
-    os << std::setw(34) << r.name << std::setw(18) << cast_name(r.cuda) << cast_name(r.cpu) << "\n";
+    os << std::setw(34) << r.name << std::setw(18) << policy_name(r.cuda) << policy_name(r.cpu) << "\n";
 }
 
 }  // namespace ampgrad::amp

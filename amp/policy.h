@@ -28,17 +28,19 @@ enum class Op : uint8_t {
 };
 inline constexpr size_t kNumOps = size_t(Op::kCount);
 
-// banned: the op refuses to run under autocast on that device type (why_banned says why)
-enum class Cast : uint8_t { lower_precision, fp32, promote, input_dtype, banned };
+// An op's cast policy on one device type (above); banned: the op refuses to run under autocast
+// there (why_banned says why).
+enum class CastPolicy : uint8_t { lower_precision, fp32, promote, input_dtype, banned };
 
+// An op's row of the table: its name and its policy on each device type.
 struct PolicyRow {
   const char* name;
-  Cast cuda, cpu;
+  CastPolicy cuda, cpu;
 };
 
-const PolicyRow& policy(Op op);
-Cast category(Op op, DeviceType device);
-const char* cast_name(Cast c);
+const PolicyRow& policy_row(Op op);
+CastPolicy cast_policy(Op op, DeviceType device);
+const char* policy_name(CastPolicy c);
 const char* why_banned(Op op);  // the error a banned op raises, and its way out
 void print_policy_table(std::ostream& os);
 

@@ -10,7 +10,7 @@ namespace ampgrad::amp {
 
 // After an iteration: back off on overflow, grow after growth_interval clean steps in a row
 // (unless growing would overflow float32 itself).
-AMPGRAD_HD inline void update_scale(float& scale, int64_t& growth_tracker, bool found_inf, double growth_factor,
+AMPGRAD_HD inline void grow_or_back_off(float& scale, int64_t& growth_tracker, bool found_inf, double growth_factor,
                                     double backoff_factor, int64_t growth_interval) {
   if (found_inf) {
     scale = float(scale * backoff_factor);

@@ -24,8 +24,8 @@ Tensor cast(const Tensor& x, DType dtype) {
   return out;
 }
 
-// A cast autocast makes, counted in the trace and named as its maker (observer.h).
-static Tensor uncached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) {
+// A cast autocast makes, counted for listeners and named as its maker (observer.h).
+static Tensor uncached_cast(const Tensor& x, DType target, AutocastCall& ev) {
   ev.casts++;
   MadeBy named("autocast cast");
   return cast(x, target);
@@ -34,7 +34,7 @@ static Tensor uncached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) 
 // A weight cast made here must keep its link to the weight even if the first use happens
 // under NoGradGuard (PyTorch caches a graph-less cast then, and the weight silently gets no
 // gradient in later grad-enabled uses). So cacheable casts always record their backward.
-static Tensor cached_cast(const Tensor& x, DType target, amp::TraceEvent& ev) {
+static Tensor cached_cast(const Tensor& x, DType target, AutocastCall& ev) {
   if (!amp::cache_eligible(x, target)) return uncached_cast(x, target, ev);
   if (auto hit = amp::cache_lookup(x, target)) { ev.cache_hits++; return *hit; }
   Tensor c;
@@ -56,38 +56,40 @@ void cast_inputs_in_place(amp::Op op, Tensor* xs, size_t n) {
   for (size_t i = 0; i < n && !first; ++i) if (xs[i].defined()) first = &xs[i];
   if (!first) return;
   const DeviceType dev = first->device().type;
-  amp::TraceEvent ev{op, {}, std::nullopt, amp::category(op, dev), amp::is_enabled(dev)};
+  const amp::CastPolicy policy = amp::cast_policy(op, dev);
+  const bool on = amp::is_enabled(dev);
+  AutocastCall ev{amp::policy_row(op).name, on ? amp::policy_name(policy) : "(autocast off)"};
   for (size_t i = 0; i < n; ++i)
     if (xs[i].defined() && xs[i].is_floating_point()) ev.input_dtypes.push_back(xs[i].dtype());
 
   auto castable = [&](const Tensor& x) {  // a storage-only tensor is left to be refused by the kernel
     return x.defined() && x.device().type == dev && x.is_floating_point() && x.dtype() != kFloat64 && !is_storage_only(x.dtype());
   };
-  if (ev.autocast_on) {
+  if (on) {
     std::optional<DType> target;
-    switch (ev.category) {
-      case amp::Cast::lower_precision: target = amp::get_dtype(dev); break;
-      case amp::Cast::fp32: target = kFloat32; break;
-      case amp::Cast::promote:
+    switch (policy) {
+      case amp::CastPolicy::lower_precision: target = amp::get_dtype(dev); break;
+      case amp::CastPolicy::fp32: target = kFloat32; break;
+      case amp::CastPolicy::promote:
         for (size_t i = 0; i < n; ++i)
           if (castable(xs[i])) target = target ? promote_types(*target, xs[i].dtype()) : xs[i].dtype();
         break;
-      case amp::Cast::input_dtype: break;
-      case amp::Cast::banned: break;  // raised below, once the trace has the call
+      case amp::CastPolicy::input_dtype: break;
+      case amp::CastPolicy::banned: break;  // raised below, once listeners have heard of the call
     }
     for (size_t i = 0; target && i < n; ++i) {
       if (!castable(xs[i]) || xs[i].dtype() == *target) continue;
-      if (ev.category == amp::Cast::fp32 && !is_half(xs[i].dtype())) continue;
-      xs[i] = ev.category == amp::Cast::lower_precision ? cached_cast(xs[i], *target, ev) : uncached_cast(xs[i], *target, ev);
+      if (policy == amp::CastPolicy::fp32 && !is_half(xs[i].dtype())) continue;
+      xs[i] = policy == amp::CastPolicy::lower_precision ? cached_cast(xs[i], *target, ev) : uncached_cast(xs[i], *target, ev);
     }
   }
-  if (amp::trace_active()) {
+  if (autocast_observed()) {
     for (size_t i = 0; i < n; ++i)  // the dtype the kernel sees, after ordinary promotion
       if (xs[i].defined() && xs[i].is_floating_point())
         ev.run_dtype = ev.run_dtype ? promote_types(*ev.run_dtype, xs[i].dtype()) : xs[i].dtype();
-    amp::trace_record(ev);
+    announce([&](Observer& o) { o.on_autocast(ev); });
   }
-  AMPGRAD_CHECK(!(ev.autocast_on && ev.category == amp::Cast::banned), amp::why_banned(op) << " (autocast is on for " << device_type_name(dev) << ")");
+  AMPGRAD_CHECK(!(on && policy == amp::CastPolicy::banned), amp::why_banned(op) << " (autocast is on for " << device_type_name(dev) << ")");
 }
 
 }  // namespace ampgrad::autograd

@@ -9,6 +9,7 @@
 #include <array>
 
 #include "amp/autocast.h"
+#include "tensor/observer.h"
 #include "tensor/tensor.h"
 
 namespace ampgrad::autograd {
@@ -19,9 +20,12 @@ Tensor cast(const Tensor& x, DType dtype);
 
 void cast_inputs_in_place(amp::Op op, Tensor* xs, size_t n);  // on copies of the handles
 
+// Whether a listener may hear what autocast does here (observer.h's on_autocast): outside a suspend.
+inline bool autocast_observed() { return observed() && !amp::suspended(); }
+
 template <class... Ts> std::array<Tensor, sizeof...(Ts)> cast_inputs(amp::Op op, const Ts&... in) {
   std::array<Tensor, sizeof...(Ts)> xs{in...};
-  if (amp::any_enabled() || amp::trace_active()) cast_inputs_in_place(op, xs.data(), xs.size());
+  if (amp::any_enabled() || autocast_observed()) cast_inputs_in_place(op, xs.data(), xs.size());
   return xs;
 }
 

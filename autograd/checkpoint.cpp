@@ -129,8 +129,8 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
     amp::cache_scope own_casts;
     amp::autocast cpu(DeviceType::CPU, r.autocast_dtype[0], r.autocast_on[0]);
     amp::autocast gpu(DeviceType::CUDA, r.autocast_dtype[1], r.autocast_on[1]);
-    amp::route_linear cpu_route(DeviceType::CPU, r.linear_route[0]);
-    amp::route_linear gpu_route(DeviceType::CUDA, r.linear_route[1]);
+    amp::LinearRouteGuard cpu_route(DeviceType::CPU, r.linear_route[0]);
+    amp::LinearRouteGuard gpu_route(DeviceType::CUDA, r.linear_route[1]);
     ReplayDraws same_draws(r.draws);
     ForwardRerunGuard rerun;  // batch norm leaves its running statistics alone (grad_mode.h)
     out = r.fn(inputs);

@@ -142,7 +142,7 @@ Tensor gelu(const Tensor& x) { return unary_op(Op::gelu, Unary::gelu, x, Save::i
 // own. Its derivative, d/dx x·σ(x) = σ(x)(1 + x(1 − σ(x))), is written here, so backward keeps x alone.
 Tensor silu(const Tensor& x_in) {
   auto [x] = cast_inputs(Op::silu, as_float(x_in));
-  Tensor out = kernel(Binary::mul, x, kernel(Unary::sigmoid, x));
+  Tensor out = kernels::binary(Binary::mul, x, kernels::unary(Unary::sigmoid, x, {}));
   record("silu", out, {x}, [x = Saved(x)](const Tensor& g, const Needs&) {
     Tensor s = sigmoid(x);
     return grads(g * s * (1.0 + x * (1.0 - s)));

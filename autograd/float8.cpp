@@ -58,7 +58,7 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
 }
 
 // y = x Wᵀ + b for checked operands, x (N, Din).
-static Tensor float8_linear_2d(const Tensor& x, const Tensor& w, const Tensor& b, const amp::Float8Recipe& recipe, DType out_dtype) {
+static Tensor float8_linear_2d(const Tensor& x, const Tensor& w, const Tensor& b, const Float8Recipe& recipe, DType out_dtype) {
   const Float8Tensor x8 = to_float8(x, recipe.forward), w8 = to_float8(w, recipe.forward);
   Tensor out = scaled_mm(x8.data, w8.data.t(), x8.inv_scale, w8.inv_scale, out_dtype);
   if (b.defined()) kernels::add_(out, as_dtype(b, out_dtype), 1.0);  // bias broadcast over rows
@@ -76,24 +76,23 @@ static Tensor float8_linear_2d(const Tensor& x, const Tensor& w, const Tensor& b
   return out;
 }
 
-Tensor float8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const amp::Float8Recipe& recipe) {
+Tensor float8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const Float8Recipe& recipe) {
   check_linear_shapes("float8_linear", x, w, b);
   const DeviceType dev = x.device().type;
   // As autocast would give linear's output, float64 left alone.
   const bool autocast_output = amp::is_enabled(dev) && x.dtype() != kFloat64 && w.dtype() != kFloat64;
   const DType out_dtype = autocast_output ? amp::get_dtype(dev) : promote_types(x.dtype(), w.dtype());
-  if (amp::trace_active()) {
-    amp::TraceEvent ev{Op::linear, {x.dtype(), w.dtype()}, recipe.forward, amp::Cast::lower_precision, amp::is_enabled(dev)};
+  if (autograd::autocast_observed()) {
+    AutocastCall ev{"linear", amp::is_enabled(dev) ? "lower_precision" : "(autocast off)", {x.dtype(), w.dtype()}, recipe.forward};
     if (b.defined()) ev.input_dtypes.push_back(b.dtype());
-    amp::trace_record(ev);
+    announce([&](Observer& o) { o.on_autocast(ev); });
   }
-  amp::suspend own_steps;  // the narrowing and the views below are this op's own, not op calls to trace
+  amp::suspend own_steps;  // the narrowing and the views below are this op's own steps, not op calls
   return over_rows(x, [&](const Tensor& rows) { return float8_linear_2d(rows, w, b, recipe, out_dtype); });
 }
 
-namespace amp {
 // The recipe checked once, where the guard is made, and the route that runs float8_linear with it.
-static LinearRoute float8_route(Float8Recipe recipe, bool enabled) {
+static amp::LinearRoute float8_route(Float8Recipe recipe, bool enabled) {
   if (!enabled) return {};
   // Forward GEMMs multiply two recipe.forward operands, and no FP8 GEMM takes e5m2 × e5m2.
   AMPGRAD_CHECK(recipe.forward == kFloat8_e4m3fn && is_float8(recipe.backward),
@@ -102,6 +101,5 @@ static LinearRoute float8_route(Float8Recipe recipe, bool enabled) {
   return [recipe](const Tensor& x, const Tensor& w, const Tensor& b) { return float8_linear(x, w, b, recipe); };
 }
 float8_autocast::float8_autocast(DeviceType device, Float8Recipe recipe, bool enabled) : route_(device, float8_route(recipe, enabled)) {}
-}  // namespace amp
 
 }  // namespace ampgrad

@@ -7,7 +7,7 @@
 // float8 values exactly, into float32), so a CPU run gives the numerics of FP8 training, at a
 // bfloat16 GEMM's speed, not an FP8 one's.
 //
-//   amp::float8_autocast f8(DeviceType::CPU);      // HYBRID: e4m3 forward, e5m2 gradients
+//   float8_autocast f8(DeviceType::CPU);      // HYBRID: e4m3 forward, e5m2 gradients
 //   Tensor y = linear(x, w, b);                     // runs as float8_linear (the linear route)
 //
 //   Float8Tensor q = to_float8(x, kFloat8_e4m3fn);  // x ≈ q.data · q.inv_scale
@@ -16,7 +16,6 @@
 #include "tensor/tensor.h"
 
 namespace ampgrad {
-namespace amp {
 
 // Which float8 dtype each GEMM operand of a linear is narrowed to. The default is Transformer
 // Engine's HYBRID format: e4m3 (precision) for activations and weights, e5m2 (range) for
@@ -36,10 +35,8 @@ class float8_autocast {
   explicit float8_autocast(DeviceType device, Float8Recipe recipe = {}, bool enabled = true);
 
  private:
-  route_linear route_;
+  amp::LinearRouteGuard route_;
 };
-
-}  // namespace amp
 
 // A tensor narrowed to float8, and the factor that brings it back: x ≈ data · inv_scale.
 struct Float8Tensor {
@@ -65,7 +62,7 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
 // in the output's dtype: autocast's where autocast is on (and neither is float64), else that of
 // x and W promoted.
 // x (..., Din), weight (Dout, Din), bias (Dout) or undefined. The backward calls kernels, so it
-// is once differentiable. linear() runs this under amp::float8_autocast.
-Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const amp::Float8Recipe& recipe = {});
+// is once differentiable. linear() runs this under float8_autocast.
+Tensor float8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Float8Recipe& recipe = {});
 
 }  // namespace ampgrad

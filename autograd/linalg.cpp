@@ -92,7 +92,7 @@ void check_linear_shapes(const char* op, const Tensor& x, const Tensor& w, const
   AMPGRAD_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), op << ": bias of shape " << shape_str(b.shape()) << " does not match weight " << shape_str(w.shape()));
 }
 
-// x (..., Din): the leading dims fold into N. Where a route_linear holds a route (amp/autocast.h's
+// x (..., Din): the leading dims fold into N. Where a LinearRouteGuard holds a route (amp/autocast.h's
 // dispatch hook), the route runs instead: a copy of it, as it may suspend the routes while it runs.
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   if (x_in.defined())

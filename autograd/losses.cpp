@@ -213,10 +213,10 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, con
   }
   const std::vector<Tensor> m = in_math_dtype({p, t, w});
   const Tensor &pm = m[0], &tm = m[1], &wm = m[2];
-  auto clamped_log = [](const Tensor& v) { return kernel(U::clamp, kernel(U::log, v), {-100.0, INFINITY}); };
-  const Tensor log_p = clamped_log(pm), log_q = clamped_log(kernel(B::sub, scalar_like(1, pm), pm));
-  Tensor loss = kernel(U::neg, kernel(B::add, log_q, kernel(B::mul, tm, kernel(B::sub, log_p, log_q))));  // −(log q + t (log p − log q))
-  if (wm.defined()) loss = kernel(B::mul, loss, wm);
+  auto clamped_log = [](const Tensor& v) { return kernels::unary(U::clamp, kernels::unary(U::log, v, {}), {-100.0, INFINITY}); };
+  const Tensor log_p = clamped_log(pm), log_q = clamped_log(kernels::binary(B::sub, scalar_like(1, pm), pm));
+  Tensor loss = kernels::unary(U::neg, kernels::binary(B::add, log_q, kernels::binary(B::mul, tm, kernels::binary(B::sub, log_p, log_q))), {});  // −(log q + t (log p − log q))
+  if (wm.defined()) loss = kernels::binary(B::mul, loss, wm);
   record("binary_cross_entropy", loss, {p, t}, [p = Saved(p), t = Saved(t), w = Saved(w)](const Tensor& g, const Needs& need) {
     const Tensor pm = widened(p.get()), gw = w.get().defined() ? g * widened(w.get()) : g;
     auto log_clamped = [](const Tensor& v) { return clamp(log(v), -100.0, std::nullopt); };
@@ -244,10 +244,10 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& ta
     amp::suspend not_traced;  // this op's own arithmetic, not op calls
     sp = softplus_neg(xm);
   }
-  const Tensor l = pwm.defined() ? kernel(B::add, one, kernel(B::mul, kernel(B::sub, pwm, one), tm)) : Tensor();  // 1 + (pos_weight − 1) t
-  const Tensor positive = l.defined() ? kernel(B::mul, l, sp) : sp;
-  Tensor loss = kernel(B::add, kernel(B::mul, kernel(B::sub, one, tm), xm), positive);
-  if (wm.defined()) loss = kernel(B::mul, loss, wm);
+  const Tensor l = pwm.defined() ? kernels::binary(B::add, one, kernels::binary(B::mul, kernels::binary(B::sub, pwm, one), tm)) : Tensor();  // 1 + (pos_weight − 1) t
+  const Tensor positive = l.defined() ? kernels::binary(B::mul, l, sp) : sp;
+  Tensor loss = kernels::binary(B::add, kernels::binary(B::mul, kernels::binary(B::sub, one, tm), xm), positive);
+  if (wm.defined()) loss = kernels::binary(B::mul, loss, wm);
   record("binary_cross_entropy_with_logits", loss, {x, t},
          [x = Saved(x), t = Saved(t), w = Saved(w), pw = Saved(pw), softplus_neg](const Tensor& g, const Needs& need) {
            const Tensor xm = widened(x.get()), tm = widened(t.get()), gw = w.get().defined() ? g * widened(w.get()) : g;

@@ -47,10 +47,10 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     if (autograd::recording_backward()) return autograd::composite_backward(layer_norm_composite(eps), {x, w, b}, g, need);
     // x̂ and g in the math dtype, for the parameters' gradients (summed over the rows)
     auto x_hat = [&] {
-      return kernel(kernels::Binary::mul, kernel(kernels::Binary::sub, widened(x.get()), mean.unsqueeze(1)), rstd.unsqueeze(1));
+      return kernels::binary(kernels::Binary::mul, kernels::binary(kernels::Binary::sub, widened(x.get()), mean.unsqueeze(1)), rstd.unsqueeze(1));
     };
     return grads(need[0] ? kernels::layer_norm_backward(g, x, mean, rstd, w) : Tensor(),
-                 need[1] ? kernels::sum(kernel(kernels::Binary::mul, widened(g), x_hat()), {0}, false) : Tensor(),  // dw = Σ_rows g x̂
+                 need[1] ? kernels::sum(kernels::binary(kernels::Binary::mul, widened(g), x_hat()), {0}, false) : Tensor(),  // dw = Σ_rows g x̂
                  need[2] ? kernels::sum(widened(g), {0}, false) : Tensor());                                                  // db = Σ_rows g
   });
   return y.reshape(x.shape());
@@ -148,10 +148,10 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
            }
            const Tensor gm = widened(g);
            auto per_channel_sum = [&](const Tensor& t) { return kernels::sum(t, c.dims, false); };
-           auto x_hat = [&] { return kernel(B::mul, kernel(B::sub, widened(x.get()), c.bc(mean)), c.bc(rstd)); };
+           auto x_hat = [&] { return kernels::binary(B::mul, kernels::binary(B::sub, widened(x.get()), c.bc(mean)), c.bc(rstd)); };
            Tensor xh = need[1] || (need[0] && training) ? x_hat() : Tensor();
            Tensor sum_g = need[2] || (need[0] && training) ? per_channel_sum(gm) : Tensor();                          // = db
-           Tensor sum_gx = need[1] || (need[0] && training) ? per_channel_sum(kernel(B::mul, gm, xh)) : Tensor();  // = dw
+           Tensor sum_gx = need[1] || (need[0] && training) ? per_channel_sum(kernels::binary(B::mul, gm, xh)) : Tensor();  // = dw
            Tensor dx;
            if (need[0]) {
              // Training: the batch statistics depend on x too, which takes each channel's mean
@@ -159,11 +159,11 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
              // Eval: the statistics are constants, and dx = w·rstd · g.
              Tensor gc = gm;
              if (training) {
-               gc = kernel(B::sub, gc, c.bc(scaled(sum_g, 1.0 / double(c.M))));
-               gc = kernel(B::sub, gc, kernel(B::mul, xh, c.bc(scaled(sum_gx, 1.0 / double(c.M)))));
+               gc = kernels::binary(B::sub, gc, c.bc(scaled(sum_g, 1.0 / double(c.M))));
+               gc = kernels::binary(B::sub, gc, kernels::binary(B::mul, xh, c.bc(scaled(sum_gx, 1.0 / double(c.M)))));
              }
              const Tensor wt = w.get();
-             dx = rounded_to(kernel(B::mul, gc, c.bc(wt.defined() ? kernel(B::mul, rstd, wt) : rstd)), x.get().dtype());
+             dx = rounded_to(kernels::binary(B::mul, gc, c.bc(wt.defined() ? kernels::binary(B::mul, rstd, wt) : rstd)), x.get().dtype());
            }
            return grads(dx, need[1] ? sum_gx : Tensor(), need[2] ? sum_g : Tensor());
          });
@@ -221,8 +221,8 @@ Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& w_in, co
     Tensor x_hat;
     std::tie(x_hat, mean, rstd) = kernels::layer_norm(gr.rows(widened(x)), {}, {}, eps);  // (N·G, D), in the math dtype
     y = x_hat.reshape(gr.shape);
-    if (wm.defined()) y = kernel(B::mul, y, gr.bc(wm));
-    if (bm.defined()) y = kernel(B::add, y, gr.bc(bm));
+    if (wm.defined()) y = kernels::binary(B::mul, y, gr.bc(wm));
+    if (bm.defined()) y = kernels::binary(B::add, y, gr.bc(bm));
   }
   y = rounded_to(y, x.dtype());
 
@@ -233,15 +233,15 @@ Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& w_in, co
     }
     const Tensor gm = widened(g), xm = gr.rows(widened(x.get()));
     auto per_channel_sum = [&](const Tensor& t) { return kernels::sum(t, gr.other_dims, false); };
-    auto x_hat = [&] { return kernel(B::mul, kernel(B::sub, xm, mean.unsqueeze(1)), rstd.unsqueeze(1)).reshape(gr.shape); };
+    auto x_hat = [&] { return kernels::binary(B::mul, kernels::binary(B::sub, xm, mean.unsqueeze(1)), rstd.unsqueeze(1)).reshape(gr.shape); };
     Tensor dx;
     if (need[0]) {
       // The gradient reaching x̂ is g·w, per channel; from x̂ back to x is layer norm's backward
       // over each group's row, without a weight.
-      const Tensor wt = w.get(), dx_hat = wt.defined() ? kernel(B::mul, gm, gr.bc(wt)) : gm;
+      const Tensor wt = w.get(), dx_hat = wt.defined() ? kernels::binary(B::mul, gm, gr.bc(wt)) : gm;
       dx = rounded_to(kernels::layer_norm_backward(gr.rows(dx_hat), xm, mean, rstd, {}).reshape(gr.shape), x.get().dtype());
     }
-    return grads(dx, need[1] ? per_channel_sum(kernel(B::mul, gm, x_hat())) : Tensor(),  // dw = Σ g x̂ over all but dim 1
+    return grads(dx, need[1] ? per_channel_sum(kernels::binary(B::mul, gm, x_hat())) : Tensor(),  // dw = Σ g x̂ over all but dim 1
                  need[2] ? per_channel_sum(gm) : Tensor());                          // db = Σ g
   });
   return y;

@@ -31,11 +31,6 @@ inline Tensor scaled(const Tensor& g, double factor) {
 inline Tensor widened(const Tensor& x) { return is_half(x.dtype()) ? autograd::cast(x, kFloat32) : x; }
 inline Tensor rounded_to(const Tensor& x, DType dtype) { return autograd::cast(x, dtype); }
 
-// Kernel arithmetic, with no graph and no autocast consultation: for an op that consulted the
-// policy table once and records its own backward (the norms, the binary cross-entropies).
-inline Tensor kernel(kernels::Binary op, const Tensor& a, const Tensor& b) { return kernels::binary(op, a, b); }
-inline Tensor kernel(kernels::Unary op, const Tensor& x, const kernels::ScalarArgs& scalars = {}) { return kernels::unary(op, x, scalars); }
-
 // linear's shape rule, shared by the ops a linear route runs: x (..., Din), weight (Dout, Din), bias (Dout).
 void check_linear_shapes(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias);
 

@@ -156,7 +156,7 @@ BENCHMARK_CAPTURE(matmul_n, bf16, kBFloat16)->Apply(gemm_args);
 // ---- one training step of the MNIST MLP: forward, cross-entropy, backward (no optimizer) ----
 // x (128, 784), y (128); model 784-512-512-10 with ReLU. `amp` off = float32; else CPU autocast
 // in that dtype, as the trainer runs it (parameters stay float32 master weights); `float8`: every
-// linear an FP8 GEMM (amp::float8_autocast), as `mnist --float8`. Argument: threads.
+// linear an FP8 GEMM (float8_autocast), as `mnist --float8`. Argument: threads.
 void mlp_step(benchmark::State& state, std::optional<DType> amp_dtype, bool float8 = false) {
   const int threads = int(state.range(0));
   set_num_threads(threads);
@@ -173,7 +173,7 @@ void mlp_step(benchmark::State& state, std::optional<DType> amp_dtype, bool floa
     Tensor loss;
     {
       amp::autocast ac(DeviceType::CPU, amp_dtype.value_or(kBFloat16), amp_dtype.has_value());
-      amp::float8_autocast f8(DeviceType::CPU, {}, float8);
+      float8_autocast f8(DeviceType::CPU, {}, float8);
       loss = cross_entropy(model->forward(x), y);
     }
     loss.backward();

@@ -11,7 +11,7 @@
 // holds no host sync (the steps' own code has none either): the host waits once before it and
 // once after it, and the gaps a slow host leaves show up in the times, as they should.
 //
-// With --profile 1, one more step of each precision is profiled (tensor/profile.h), on stderr: the
+// With --profile 1, one more step of each precision is profiled (diagnostics/profile.h), on stderr: the
 // host's time to queue the step, each kernel's device time in forward and backward (Profile(true)
 // waits for each), and the device time of the optimizer step with the GradScaler's.
 //
@@ -32,7 +32,7 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "tensor/cuda/runtime.h"
-#include "tensor/profile.h"
+#include "diagnostics/profile.h"
 
 using namespace ampgrad;
 

@@ -78,7 +78,7 @@ struct BusyGuard {
 // The policy row of a recorded op, found by the name record() announces it with.
 static std::optional<Op> op_named(const char* name) {
   for (size_t i = 0; i < kNumOps; ++i)
-    if (std::strcmp(policy(Op(i)).name, name) == 0) return Op(i);
+    if (std::strcmp(policy_row(Op(i)).name, name) == 0) return Op(i);
   return std::nullopt;
 }
 
@@ -92,8 +92,8 @@ void NonFiniteLocator::on_op_output(const Tensor& out, const char* op, const std
   std::optional<Op> row;
   if (forward && !autocast_cast && is_enabled(out.device().type)) row = op_named(op);
   if (report_ && awaiting_consumer_ && forward && row) {  // the op autocast cast for
-    report_->policy = category(*row, out.device().type);
-    report_->policy_op = policy(*row).name;
+    report_->policy = cast_policy(*row, out.device().type);
+    report_->policy_op = policy_row(*row).name;
     awaiting_consumer_ = false;
   }
   std::string module;
@@ -113,7 +113,7 @@ void NonFiniteLocator::on_op_output(const Tensor& out, const char* op, const std
   if (c.nan > 0 || (c.inf > 0 && (!inherited_inf || parameter_inf))) {
     NonFiniteReport r{.backward = !forward, .op = op, .node = nodes_.empty() ? "" : nodes_.back(), .module = module,
                       .after_module = module.empty() && forward ? last_module_ : "", .dtype = out.dtype(), .output = c};
-    if (row) r.policy = category(*row, out.device().type), r.policy_op = policy(*row).name;
+    if (row) r.policy = cast_policy(*row, out.device().type), r.policy_op = policy_row(*row).name;
     awaiting_consumer_ = autocast_cast;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i].defined() || !inputs[i].is_floating_point()) continue;
@@ -175,7 +175,7 @@ std::string NonFiniteReport::str() const {
   else if (!after_module.empty()) os << ", no module's parameter (it ran after module " << after_module << ")";
   else if (!backward) os << ", no module's parameter";
   os << ", ran in " << dtype_name(dtype);
-  if (policy) os << " (policy row " << policy_op << ": " << cast_name(*policy) << ")";
+  if (policy) os << " (policy row " << policy_op << ": " << policy_name(*policy) << ")";
   else if (!backward) os << " (autocast off)";
   os << "\n  its output held " << output.inf << " inf and " << output.nan << " NaN";
   if (input_held.total() > 0)

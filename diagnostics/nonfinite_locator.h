@@ -41,7 +41,7 @@ struct NonFiniteReport {
   std::string after_module{};     // no parameter read: the last module that ran before it
   std::string parameter{};        // AccumulateGrad: the parameter whose gradient it was
   DType dtype = kFloat32;         // the dtype the op ran in
-  std::optional<Cast> policy{};   // forward under autocast: the row of amp/policy.h that chose the dtype
+  std::optional<CastPolicy> policy{};   // forward under autocast: the row of amp/policy.h that chose the dtype
   std::string policy_op{};        // that row's op (for autocast's own cast: the op it cast for)
   NonFiniteCount output{};        // what the output held
   double max_abs_input = -1;      // the largest |input| (-1: no floating input)

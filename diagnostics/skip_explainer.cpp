@@ -150,7 +150,7 @@ std::string SkipWatch::suggestion(double scale) const {
   if (!located_ || located_->op.empty()) return "";
   if (located_->dtype == kFloat16 && located_->backward && scale > 1)
     return "\na scaled gradient overflowed float16: the GradScaler halves the scale and steps again (usual while it finds its level)";
-  if (located_->dtype == kFloat16 && located_->policy == Cast::lower_precision)
+  if (located_->dtype == kFloat16 && located_->policy == CastPolicy::lower_precision)
     return "\nfloat16 cannot hold this model's values at " + located_->policy_op + ": try --amp bf16 (float32's range), or run " +
            located_->policy_op + " in float32 (its row in tensor/ops.def: lower_precision -> fp32)";
   return "";

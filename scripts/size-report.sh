@@ -69,7 +69,7 @@ extras=(
   "checkpoint;autograd/checkpoint|autograd::checkpoint|checkpoint_sequential;^autograd/checkpoint"
   "functional;autograd/functional|functional::(jacobian|hessian|vjp|jvp|hvp);^autograd/functional"
   "oneDNN;onednn|dnnl|oneDNN;/onednn/"
-  "trace;TraceWriter|tensor/trace\\.h|nvtx|NVTX;(^|/)trace\\."
+  "trace;TraceWriter|diagnostics/trace\\.h|nvtx|NVTX;(^|/)trace\\."
   "distributed;distributed/|DistributedDataParallel|ProcessGroup;^distributed/"
   "diagnostics;SkipWatch|NonFiniteLocator|diagnostics/;^diagnostics/"
 )

@@ -36,7 +36,7 @@ tiny=(--epochs 2 --limit-train 256 --limit-test 256)
 check scripts/run-mnist.sh "${tiny[@]}"
 for flags in "--amp off" "--amp bf16" "--model cnn" "--model cnn-bn" "--model cnn-gn" "--dataset fashion" \
              "--data data-cache/mnist" "--optimizer adam" "--accum-steps 2" "--clip-grad 1.0" "--grad-penalty 1" \
-             "--fgsm 0.1" "--float8" "--amp-trace" "--profile" "--memory-peak" "--checkpoint 2"; do
+             "--fgsm 0.1" "--float8" "--autocast-log" "--profile" "--memory-peak" "--checkpoint 2"; do
   # shellcheck disable=SC2086  # the flags split into words on purpose
   check scripts/run-mnist.sh "${tiny[@]}" $flags
 done
@@ -56,7 +56,7 @@ check scripts/plot-underflow.sh
 check build/examples/memory --at-peak --steps 1 --blocks 4 --width 128 --batch 256 --timeline runs/memory-timeline.dat
 check scripts/plot-memory.sh
 gpt_tiny=(--steps 6 --eval-every 3 --eval-batches 2 --sample 40)
-for flags in "--amp bf16" "--amp off" "--amp fp16" "--amp-trace" "--profile" "--checkpoint 2" "--accum-steps 2"; do
+for flags in "--amp bf16" "--amp off" "--amp fp16" "--autocast-log" "--profile" "--checkpoint 2" "--accum-steps 2"; do
   # shellcheck disable=SC2086
   check build/examples/gpt "${gpt_tiny[@]}" $flags
 done

@@ -1,7 +1,8 @@
 // observer.h — how the core tells whoever listens what it is doing: each primitive call, each
-// block allocated and freed, each op's output, each backward pass, each leaf's gradient made
-// whole. Instruments (a Profile, a MemoryHistory, a trace writer) and data-parallel training
-// listen while they live; with no listener an announcement costs one load and a branch.
+// block allocated and freed, what autocast did to each op's inputs, each op's output, each
+// backward pass, each leaf's gradient made whole. Instruments (a Profile, a MemoryHistory, a
+// trace writer, an autocast log) and data-parallel training listen while they live; with no
+// listener an announcement costs one load and a branch.
 //
 //   struct Counter : Observer { int calls = 0; void on_kernel_begin(const char*, Device) override { ++calls; } };
 //   Counter c;  add_observer(&c);  train_step();  remove_observer(&c);
@@ -9,9 +10,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "tensor/device.h"
+#include "tensor/dtype_enum.h"
 
 namespace ampgrad {
 
@@ -20,6 +23,17 @@ class Tensor;
 // work), a whole backward pass (passes nest: a checkpoint's rerun), or one backward node's run
 // (a leaf's AccumulateGrad among them).
 enum class SpanKind { phase, backward, node };
+
+// What autocast did at one op call (autograd/cast.cpp), in a forward: the op (its ops.def name),
+// its cast policy on the inputs' device type, the dtypes of its floating inputs as passed and the
+// dtype it ran in, and the casts it made and took from the weight cache.
+struct AutocastCall {
+  const char* op;
+  const char* policy;  // amp::policy_name of its row, or "(autocast off)": autocast had no say
+  std::vector<DType> input_dtypes;
+  std::optional<DType> run_dtype;  // none without a floating input
+  int casts = 0, cache_hits = 0;
+};
 
 // Every hook may be called from any thread that runs ops or allocates: a listener that keeps
 // state per thread filters itself. Hooks must not throw, except on_grad_accumulated (its error
@@ -30,6 +44,7 @@ struct Observer {
   virtual void on_kernel_end(const char* kernel, Device device) {}    // also when it throws
   virtual void on_alloc(Device device, const void* block, int64_t bytes) {}  // bytes as memory_stats counts them
   virtual void on_free(Device device, const void* block, int64_t bytes) {}
+  virtual void on_autocast(const AutocastCall& call) {}
   virtual void on_op_output(const Tensor& out, const char* op, const std::vector<Tensor>& inputs) {}  // record(): op made out of inputs, as cast
   // After the last gradient one backward pass sends a leaf is added into its .grad: PyTorch's
   // post-accumulate-grad hook, where data-parallel training starts reducing that gradient.

@@ -13,7 +13,7 @@
 #include "devices.h"
 #include "amp/autocast.h"
 #include "nn/attention.h"
-#include "tensor/profile.h"
+#include "diagnostics/profile.h"
 #include "test_util.h"
 #include "tolerance.h"
 

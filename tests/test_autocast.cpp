@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "amp/autocast.h"
+#include "diagnostics/autocast_log.h"
 #include "autograd/ops.h"
 #include "devices.h"
 
@@ -78,17 +79,17 @@ TEST_CASE("nested regions: an inner disabled region runs in full precision, leav
 }
 
 TEST_CASE("policy table: PyTorch's categories, printable") {
-  using amp::Cast;
+  using amp::CastPolicy;
   using amp::Op;
-  CHECK(amp::category(Op::matmul, DeviceType::CUDA) == Cast::lower_precision);
-  CHECK(amp::category(Op::conv2d, DeviceType::CPU) == Cast::lower_precision);
-  CHECK(amp::category(Op::softmax, DeviceType::CUDA) == Cast::fp32);
-  CHECK(amp::category(Op::softmax, DeviceType::CPU) == Cast::input_dtype);
-  CHECK(amp::category(Op::cross_entropy, DeviceType::CPU) == Cast::fp32);
-  CHECK(amp::category(Op::cat, DeviceType::CPU) == Cast::promote);
-  CHECK(amp::category(Op::relu, DeviceType::CUDA) == Cast::input_dtype);
-  CHECK(amp::category(Op::binary_cross_entropy, DeviceType::CUDA) == Cast::banned);  // as PyTorch's CUDA autocast
-  CHECK(amp::category(Op::binary_cross_entropy, DeviceType::CPU) == Cast::fp32);     // as PyTorch's CPU autocast
+  CHECK(amp::cast_policy(Op::matmul, DeviceType::CUDA) == CastPolicy::lower_precision);
+  CHECK(amp::cast_policy(Op::conv2d, DeviceType::CPU) == CastPolicy::lower_precision);
+  CHECK(amp::cast_policy(Op::softmax, DeviceType::CUDA) == CastPolicy::fp32);
+  CHECK(amp::cast_policy(Op::softmax, DeviceType::CPU) == CastPolicy::input_dtype);
+  CHECK(amp::cast_policy(Op::cross_entropy, DeviceType::CPU) == CastPolicy::fp32);
+  CHECK(amp::cast_policy(Op::cat, DeviceType::CPU) == CastPolicy::promote);
+  CHECK(amp::cast_policy(Op::relu, DeviceType::CUDA) == CastPolicy::input_dtype);
+  CHECK(amp::cast_policy(Op::binary_cross_entropy, DeviceType::CUDA) == CastPolicy::banned);  // as PyTorch's CUDA autocast
+  CHECK(amp::cast_policy(Op::binary_cross_entropy, DeviceType::CPU) == CastPolicy::fp32);     // as PyTorch's CPU autocast
   std::ostringstream os;
   amp::print_policy_table(os);
   const std::string table = os.str();
@@ -100,7 +101,7 @@ TEST_CASE("policy table: PyTorch's categories, printable") {
 DEVICE_TEST_CASE("weight-cast cache: one cast per weight per outermost region") {
   Tensor w = ones({3, 3}).to(dev).requires_grad_();
   Tensor x = ones({2, 3}).to(dev);
-  amp::Trace trace;
+  amp::AutocastLog trace;
   {
     amp::autocast ac(dev.type, kFloat16);
     Tensor a = linear(x, w), b = linear(x, w);
@@ -117,7 +118,7 @@ DEVICE_TEST_CASE("weight-cast cache: one cast per weight per outermost region") 
   }
   CHECK(amp::cache_size() == 0);  // cleared when the outermost region exits
   int hits = 0, casts = 0;
-  for (auto& e : trace.events()) { hits += e.cache_hits; casts += e.casts; }
+  for (auto& e : trace.calls()) { hits += e.cache_hits; casts += e.casts; }
   CHECK(hits == 2);   // second and third linear
   // w once; x in each of the three linears; x and the view; x and the fresh ones tensor
   CHECK(casts == 1 + 3 + 2 + 2);
@@ -167,23 +168,23 @@ DEVICE_TEST_CASE("gradients flow through autocast casts into float32 .grad") {
 }
 
 TEST_CASE("a linear or matmul of any rank consults the table once, so its trace counts it once") {
-  amp::Trace trace;
+  amp::AutocastLog trace;
   amp::autocast ac(DeviceType::CPU, kFloat16);
   (void)linear(ones({2, 3, 4}), ones({5, 4}), ones({5}));  // (B, T, Din): folded into one GEMM
   (void)matmul(ones({4}), ones({4, 3}));                    // 1-D cases: unsqueezed into a GEMM
   (void)matmul(ones({2, 4}), ones({4}));
   (void)scaled_dot_product_attention(ones({1, 2, 4}), ones({1, 2, 4}), ones({1, 2, 4}));  // a name past the op column's 15
   int64_t linears = 0, matmuls = 0, casts = 0;
-  for (const auto& e : trace.events()) {
-    linears += e.op == amp::Op::linear;
-    matmuls += e.op == amp::Op::matmul;
+  for (const auto& e : trace.calls()) {
+    linears += std::string(e.op) == "linear";
+    matmuls += std::string(e.op) == "matmul";
     casts += e.casts;
   }
   CHECK(linears == 1);
   CHECK(matmuls == 2);
   CHECK(casts == 3 + 2 + 2 + 3);  // every float32 operand cast to float16 once
   std::ostringstream os;
-  trace.print_summary(os);
+  trace.print(os);
   CHECK(os.str().find("linear") != std::string::npos);
   CHECK(os.str().find("lower_precision") != std::string::npos);
   // every row's inputs start under the header's "inputs", however long the op's name
@@ -202,7 +203,7 @@ TEST_CASE("a linear or matmul of any rank consults the table once, so its trace 
   CHECK(rows >= 3);
 }
 
-TEST_CASE("the dispatch hook: a route_linear reroutes linear on its device type, nests, and is off under suspend") {
+TEST_CASE("the dispatch hook: a LinearRouteGuard reroutes linear on its device type, nests, and is off under suspend") {
   const Tensor x = from_vector<float>({1.f, 2.f}).reshape({1, 2}), w = from_vector<float>({3.f, 4.f}).reshape({1, 2});
   const auto y = [&] { return linear(x, w).item<float>(); };  // 1·3 + 2·4 = 11 as itself
   CHECK(y() == 11.f);
@@ -210,17 +211,17 @@ TEST_CASE("the dispatch hook: a route_linear reroutes linear on its device type,
     // A route that suspends amp for its own steps, as an edge's fused op does, and reads its
     // capture after: linear runs a copy of the route, which the suspension leaves in place.
     const float factor = 2.f;
-    amp::route_linear doubled(DeviceType::CPU, [factor](const Tensor& x, const Tensor& w, const Tensor&) {
+    amp::LinearRouteGuard doubled(DeviceType::CPU, [factor](const Tensor& x, const Tensor& w, const Tensor&) {
       amp::suspend own_steps;
       return matmul(x, w.t()) * double(factor);
     });
     CHECK(y() == 22.f);
     {
-      amp::route_linear off(DeviceType::CPU, {});
+      amp::LinearRouteGuard off(DeviceType::CPU, {});
       CHECK(y() == 11.f);
     }
     {
-      amp::route_linear other_device(DeviceType::CUDA, {});
+      amp::LinearRouteGuard other_device(DeviceType::CUDA, {});
       CHECK(y() == 22.f);
     }
     {
@@ -265,12 +266,12 @@ TEST_CASE("binary_cross_entropy after a float16 sigmoid, and the logits form tha
 
 // The trace's legend: rows of calls outside autocast, or with no floating input, are explained
 // under the table, and only when the table has them.
-TEST_CASE("the autocast trace explains its (autocast off) and input-less rows, only when it has them") {
+TEST_CASE("the autocast log explains its (autocast off) and input-less rows, only when it has them") {
   auto summary = [](auto body) {
-    amp::Trace trace;
+    amp::AutocastLog trace;
     body();
     std::ostringstream os;
-    trace.print_summary(os);
+    trace.print(os);
     return os.str();
   };
   auto has = [](const std::string& s, const char* part) { return s.find(part) != std::string::npos; };

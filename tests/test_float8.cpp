@@ -13,6 +13,7 @@
 #include <random>
 
 #include "amp/autocast.h"
+#include "diagnostics/autocast_log.h"
 #include "amp/grad_scaler.h"
 #include "autograd/checkpoint.h"
 #include "autograd/float8.h"
@@ -311,7 +312,7 @@ DEVICE_TEST_CASE("a float16 gradient underflows before a float8 linear can scale
     Tensor loss;
     {
       amp::autocast ac(dev.type, autocast_dtype);
-      amp::float8_autocast f8(dev.type);
+      float8_autocast f8(dev.type);
       loss = mse_loss(linear(x, w), zeros({64, 8}, TensorOptions().device(dev)));
     }
     (loss * loss_scale).backward();
@@ -422,37 +423,37 @@ DEVICE_TEST_CASE("float8_autocast: linear runs in float8, autocast picks the out
   const Tensor x = randn({4, 6}, {}, &gen).to(dev), w = randn({3, 6}, {}, &gen).to(dev).requires_grad_(), b = randn({3}, {}, &gen).to(dev).requires_grad_();
   const Tensor plain = linear(x, w, b);
   {
-    amp::float8_autocast f8(dev.type);
+    float8_autocast f8(dev.type);
     CHECK(vec(linear(x, w, b)) == vec(float8_linear(x, w, b)));
     CHECK(vec(linear(x, w, b)) != vec(plain));
     {
-      amp::float8_autocast off(dev.type, {}, /*enabled=*/false);
+      float8_autocast off(dev.type, {}, /*enabled=*/false);
       CHECK(vec(linear(x, w, b)) == vec(plain));
     }
     amp::autocast ac(dev.type, kBFloat16);
-    amp::Trace trace;
+    amp::AutocastLog trace;
     const Tensor y = linear(x, w, b);
     CHECK(y.dtype() == kBFloat16);
-    REQUIRE(trace.events().size() == 1);
-    CHECK(trace.events()[0].op == amp::Op::linear);
-    CHECK(trace.events()[0].run_dtype == kFloat8_e4m3fn);
+    REQUIRE(trace.calls().size() == 1);
+    CHECK(std::string(trace.calls()[0].op) == "linear");
+    CHECK(trace.calls()[0].run_dtype == kFloat8_e4m3fn);
     y.to(kFloat32).sum().backward();
     CHECK(w.grad().dtype() == kFloat32);
     CHECK(b.grad().dtype() == kFloat32);
   }
   CHECK(vec(linear(x, w, b)) == vec(plain));  // off again once the guard is gone
   // The E4M3 recipe narrows the gradient to e4m3 too: more precision, less range, other gradients.
-  auto grad_w = [&](amp::Float8Recipe recipe) {
+  auto grad_w = [&](Float8Recipe recipe) {
     Tensor wl = w.detach().requires_grad_();
-    amp::float8_autocast f8(dev.type, recipe);
+    float8_autocast f8(dev.type, recipe);
     (linear(x, wl, b) * from_vector<float>({0.3f, -1.7f, 2.2f}).to(dev)).sum().backward();
     return vec(wl.grad());
   };
   CHECK(grad_w({}) != grad_w({kFloat8_e4m3fn, kFloat8_e4m3fn}));
-  CHECK(error_of([&] { amp::float8_autocast bad(dev.type, {kFloat8_e5m2, kFloat8_e5m2}); }) ==
+  CHECK(error_of([&] { float8_autocast bad(dev.type, {kFloat8_e5m2, kFloat8_e5m2}); }) ==
         "float8_autocast: the recipe must be {float8_e4m3fn, float8_e4m3fn or float8_e5m2}, got {float8_e5m2, float8_e5m2}");
-  CHECK(error_of([&] { amp::float8_autocast bad(dev.type, {kFloat8_e4m3fn, kFloat16}); }) != "");
-  CHECK(error_of([&] { amp::float8_autocast off(dev.type, {kFloat16, kFloat16}, /*enabled=*/false); }) == "");
+  CHECK(error_of([&] { float8_autocast bad(dev.type, {kFloat8_e4m3fn, kFloat16}); }) != "");
+  CHECK(error_of([&] { float8_autocast off(dev.type, {kFloat16, kFloat16}, /*enabled=*/false); }) == "");
 }
 
 DEVICE_TEST_CASE("checkpoint reruns a float8 region in float8: gradients bit for bit, backward called outside the guard") {
@@ -466,7 +467,7 @@ DEVICE_TEST_CASE("checkpoint reruns a float8 region in float8: gradients bit for
     for (auto* l : {l1.get(), l2.get()}) l->zero_grad();
     Tensor loss;
     {
-      amp::float8_autocast f8(dev.type);
+      float8_autocast f8(dev.type);
       loss = (checkpointed ? checkpoint(region, {x}) : region({x})).pow(2).sum();
     }
     loss.backward();  // the rerun happens here, after the guard has gone
@@ -487,7 +488,7 @@ DEVICE_TEST_CASE("a float8 step under fp16 autocast and a GradScaler: an overflo
     Tensor loss;
     {
       amp::autocast ac(dev.type, kFloat16);
-      amp::float8_autocast f8(dev.type);
+      float8_autocast f8(dev.type);
       loss = fc->forward(x).to(kFloat32).pow(2).mean() * loss_factor;
     }
     scaler.scale(loss).backward();

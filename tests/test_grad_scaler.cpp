@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "amp/autocast.h"
-#include "amp/grad_health.h"
+#include "diagnostics/grad_health.h"
 #include "amp/grad_scaler.h"
 #include "autograd/ops.h"
 #include "devices.h"

@@ -1,4 +1,4 @@
-// test_memory_history.cpp — MemoryHistory (tensor/memory_history.h): its peak agrees with
+// test_memory_history.cpp — MemoryHistory (diagnostics/memory_history.h): its peak agrees with
 // memory_stats to the byte, each block is named by what made it, and in a training step it says
 // which blocks the step holds for backward and at its peak, and who made them.
 #include <doctest/doctest.h>
@@ -13,7 +13,7 @@
 #include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "tensor/kernels.h"
-#include "tensor/memory_history.h"
+#include "diagnostics/memory_history.h"
 #include "tensor/memory_stats.h"
 #include "test_util.h"
 

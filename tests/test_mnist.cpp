@@ -284,7 +284,7 @@ TEST_CASE("on the MNIST digits, --grad-penalty 1 more than doubles the accuracy 
 TEST_CASE("--float8 trains under fp16 and the GradScaler, the trace shows the linears in float8, and --grad-penalty is refused") {
   TempDir dir;
   write_synthetic_mnist(dir);
-  mnist::TrainConfig c{.data_dir = dir.path.string(), .epochs = 2, .batch_size = 32, .amp = "fp16", .float8 = true, .amp_trace = true};
+  mnist::TrainConfig c{.data_dir = dir.path.string(), .epochs = 2, .batch_size = 32, .amp = "fp16", .float8 = true, .autocast_log = true};
   std::ostringstream log;
   const mnist::TrainResult r = mnist::train(c, log);
   CHECK(r.epochs.back().test_acc > 0.5);

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "amp/autocast.h"
+#include "diagnostics/autocast_log.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "devices.h"
@@ -35,7 +36,7 @@
 #include "tolerance.h"
 
 using namespace ampgrad;
-using amp::Cast;
+using amp::CastPolicy;
 using amp::Op;
 
 namespace {
@@ -73,7 +74,7 @@ struct OpInfo {
   int rounded = 0;     // a composite's roundings to a 16-bit dtype before its last (0: computes in float32, rounds once)
   std::string no_nonfinite{};  // why the NaN/inf sample cannot apply to this entry; empty: it applies
   std::vector<Args> args{};    // for an op with scalar arguments, the values to test it at: each a test of its own
-  std::string name() const { return std::string(amp::policy(op).name) + (variant.empty() ? "" : " " + variant); }
+  std::string name() const { return std::string(amp::policy_row(op).name) + (variant.empty() ? "" : " " + variant); }
 };
 
 // ---- references
@@ -609,19 +610,19 @@ DEVICE_TEST_CASE("OpInfo: the output dtype under autocast follows the policy tab
         std::vector<Tensor> in = sample(info, dev, kFloat32, false);
         for (size_t k = 0; k < in.size(); ++k)
           if (mix == 1 || (mix == 2 && k == 0)) in[k] = in[k].to(ac);
-        const Cast cast = amp::category(info.op, dev.type);
+        const CastPolicy cast = amp::cast_policy(info.op, dev.type);
         const std::string what = info.name() + " under " + dtype_name(ac) + " autocast, inputs " + (mix == 0 ? "float32" : mix == 1 ? "16-bit" : "mixed");
         DType widest = in[0].dtype();
         for (const Tensor& t : in) widest = promote_types(widest, t.dtype());
-        const DType plain = cast == Cast::input_dtype ? info.f(in).dtype() : kFloat64;  // the dtype without autocast
+        const DType plain = cast == CastPolicy::input_dtype ? info.f(in).dtype() : kFloat64;  // the dtype without autocast
         amp::autocast on(dev.type, ac);
-        if (cast == Cast::banned) {
-          CHECK_MESSAGE(error_of([&] { (void)info.f(in); }).find(std::string(amp::policy(info.op).name) + " is unsafe to autocast") == 0, what);
+        if (cast == CastPolicy::banned) {
+          CHECK_MESSAGE(error_of([&] { (void)info.f(in); }).find(std::string(amp::policy_row(info.op).name) + " is unsafe to autocast") == 0, what);
           continue;
         }
-        const DType expected = cast == Cast::lower_precision ? ac : cast == Cast::fp32 ? kFloat32 : cast == Cast::promote ? widest : plain;
+        const DType expected = cast == CastPolicy::lower_precision ? ac : cast == CastPolicy::fp32 ? kFloat32 : cast == CastPolicy::promote ? widest : plain;
         const DType got = info.f(in).dtype();
-        CHECK_MESSAGE(got == expected, what << " (" << amp::cast_name(cast) << "): gave " << dtype_name(got) << ", expected " << dtype_name(expected));
+        CHECK_MESSAGE(got == expected, what << " (" << amp::policy_name(cast) << "): gave " << dtype_name(got) << ", expected " << dtype_name(expected));
       }
 }
 
@@ -631,7 +632,7 @@ TEST_CASE("every op of tensor/ops.def has an OpInfo entry or is tested by hand e
     const Op op = Op(i);
     const auto entries = std::count_if(kInfos.begin(), kInfos.end(), [&](const OpInfo& e) { return e.op == op; });
     const auto by = std::count_if(hand.begin(), hand.end(), [&](const ByHand& h) { return h.op == op; });
-    CHECK_MESSAGE(((entries > 0) != (by > 0) && by <= 1), amp::policy(op).name << ": " << entries << " OpInfo entries, " << by << " by hand");
+    CHECK_MESSAGE(((entries > 0) != (by > 0) && by <= 1), amp::policy_row(op).name << ": " << entries << " OpInfo entries, " << by << " by hand");
   }
 }
 
@@ -649,7 +650,7 @@ TEST_CASE("every op of tensor/ops.def with scalar arguments has OpInfo entries a
       }
     std::sort(samples.begin(), samples.end());
     CHECK_MESSAGE(std::unique(samples.begin(), samples.end()) - samples.begin() >= 2,
-                  amp::policy(op).name << ": has scalar arguments, tested at fewer than two samples of them");
+                  amp::policy_row(op).name << ": has scalar arguments, tested at fewer than two samples of them");
   }
 }
 
@@ -687,7 +688,7 @@ TEST_CASE("every op takes the NaN/inf sample or says why not") {
   for (const OpInfo& info : kInfos)
     CHECK_MESSAGE((info.no_nonfinite.empty() || is_reason(info.no_nonfinite)), info.name() << ": opts out of the NaN/inf sample without a reason");
   for (const ByHand& h : by_hand())
-    CHECK_MESSAGE(is_reason(h.nonfinite), amp::policy(h.op).name << ": tested by hand, without saying where NaN and inf are tested");
+    CHECK_MESSAGE(is_reason(h.nonfinite), amp::policy_row(h.op).name << ": tested by hand, without saying where NaN and inf are tested");
 }
 
 DEVICE_TEST_CASE("every op of tensor/ops.def consults the policy table") {
@@ -695,7 +696,7 @@ DEVICE_TEST_CASE("every op of tensor/ops.def consults the policy table") {
   const std::vector<ByHand> hand = by_hand();
   for (size_t i = 0; i < amp::kNumOps; ++i) {
     const Op op = Op(i);
-    amp::Trace trace;
+    amp::AutocastLog trace;
     amp::autocast on(dev.type, kFloat16);
     auto info = std::find_if(kInfos.begin(), kInfos.end(), [&](const OpInfo& e) { return e.op == op; });
     auto h = std::find_if(hand.begin(), hand.end(), [&](const ByHand& b) { return b.op == op; });
@@ -703,9 +704,9 @@ DEVICE_TEST_CASE("every op of tensor/ops.def consults the policy table") {
       if (info != kInfos.end()) (void)info->f(sample(*info, dev, kFloat32, false));
       else if (h != hand.end()) h->call(dev);
     });
-    const auto& events = trace.events();
-    CHECK_MESSAGE(std::any_of(events.begin(), events.end(), [&](const amp::TraceEvent& e) { return e.op == op; }),
-                  "op never consulted the table: " << amp::policy(op).name);
+    const auto& events = trace.calls();
+    CHECK_MESSAGE(std::any_of(events.begin(), events.end(), [&](const AutocastCall& e) { return std::string(e.op) == amp::policy_row(op).name; }),
+                  "op never consulted the table: " << amp::policy_row(op).name);
   }
 }
 

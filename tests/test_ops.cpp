@@ -11,7 +11,7 @@
 #include "autograd/ops.h"
 #include "devices.h"
 #include "tensor/kernels.h"
-#include "tensor/profile.h"
+#include "diagnostics/profile.h"
 #include "tensor/random.h"
 
 using namespace ampgrad;

@@ -15,8 +15,8 @@
 #include "tensor/kernels.h"
 #include "amp/grad_scaler.h"
 #include "optim/optim.h"
-#include "tensor/profile.h"
-#include "tensor/trace.h"
+#include "diagnostics/profile.h"
+#include "diagnostics/trace.h"
 
 using namespace ampgrad;
 

@@ -8,7 +8,8 @@
 #include <iostream>
 
 #include "amp/autocast.h"
-#include "amp/grad_health.h"
+#include "diagnostics/autocast_log.h"
+#include "diagnostics/grad_health.h"
 #include "amp/grad_scaler.h"
 #include "diagnostics/skip_explainer.h"
 #include "data/idx.h"
@@ -48,14 +49,14 @@ int main(int argc, char** argv) {
       Tensor loss, logits;
       {
         amp::autocast ac(DeviceType::CPU, kFloat16);
-        std::optional<amp::Trace> trace;
+        std::optional<amp::AutocastLog> trace;
         if (narrate) trace.emplace();
         logits = model.forward(b.x);
         loss = nn::functional::cross_entropy(logits, b.y);
         if (narrate) {
           std::cout << "1. autocast forward: logits " << dtype_name(logits.dtype()) << " " << shape_str(logits.shape())
                     << ", loss " << dtype_name(loss.dtype()) << " = " << loss.item<float>() << "\n";
-          trace->print_summary(std::cout);
+          trace->print(std::cout);
           std::cout << "   weight casts cached in this region: " << amp::cache_size() << "\n";
         }
       }

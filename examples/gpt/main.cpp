@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   app.add_option("--resume", c.resume_path, "continue the run a checkpoint was saved from, as if never stopped");
   app.add_option("--stop-after", c.stop_after, "stop after this step of the --steps schedule (0: run it all); --resume goes on")
       ->check(whole_number(0, int64_t(1) << 40))->capture_default_str();
-  app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op until the first evaluation");
+  app.add_flag("--autocast-log", c.autocast_log, "print what autocast did to each op until the first evaluation");
   app.add_flag("--memory-peak", c.memory_peak, "print what was alive at the memory peak before the first evaluation, and what made it");
   app.add_flag("--profile", c.profile, "print where the time went until the first evaluation, kernel by kernel");
   app.add_option("--profile-trace", c.profile_trace, "write the timeline until the first evaluation (kernels, backward nodes, phases) as Chrome trace JSON for ui.perfetto.dev");

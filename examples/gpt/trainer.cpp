@@ -276,7 +276,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     log << "resumed from " << c.resume_path << " after step " << done << "\n";
   }
   std::vector<Tensor> losses;  // read once per evaluation: a read per step would wait for the GPU
-  examples::Instruments first_interval(c.amp_trace, c.profile, c.profile_trace, c.memory_peak, device);  // --amp-trace, --profile, --profile-trace, --memory-peak
+  examples::Instruments first_interval(c.autocast_log, c.profile, c.profile_trace, c.memory_peak, device);  // --autocast-log, --profile, --profile-trace, --memory-peak
   auto t0 = Clock::now();
   for (int64_t step = first_step; step <= last_step; ++step) {
     opt.zero_grad();

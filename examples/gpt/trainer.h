@@ -49,7 +49,7 @@ struct TrainConfig {
   std::string save_path;            // a checkpoint, rewritten at every evaluation
   std::string resume_path;          // continue a run from its checkpoint, exactly
   int64_t stop_after = 0;           // stop after this step (0: steps), as a time-limited job would
-  bool amp_trace = false;           // print what autocast did to each op over the first evaluation interval
+  bool autocast_log = false;           // print what autocast did to each op over the first evaluation interval
   bool profile = false;             // print where that interval's time went, kernel by kernel
   std::string profile_trace;        // write that interval's timeline here (Chrome trace-event JSON)
   bool memory_peak = false;         // print what was alive at that interval's peak, and what made it

@@ -17,7 +17,7 @@
 #include "autograd/float8.h"
 #include "nn/checkpoint.h"
 #include "nn/nn.h"
-#include "tensor/memory_history.h"
+#include "diagnostics/memory_history.h"
 #include "tensor/memory_stats.h"
 #include "flags.h"
 #include "output_files.h"
@@ -29,7 +29,7 @@ struct Config {
   const char* name;
   std::optional<DType> autocast;  // none: float32
   int64_t segments;               // 0: no checkpointing
-  bool float8 = false;            // every linear an FP8 GEMM (amp::float8_autocast)
+  bool float8 = false;            // every linear an FP8 GEMM (float8_autocast)
 };
 
 struct Measured {
@@ -54,7 +54,7 @@ static Measured measure(nn::Sequential& net, const Tensor& x, const Tensor& y, c
     Tensor loss;
     {
       amp::autocast ac(dev.type, cfg.autocast.value_or(kBFloat16), cfg.autocast.has_value());
-      amp::float8_autocast f8(dev.type, {}, cfg.float8);
+      float8_autocast f8(dev.type, {}, cfg.float8);
       Tensor logits = cfg.segments ? nn::checkpoint_sequential(net, cfg.segments, x) : net.forward(x);
       loss = cross_entropy(logits, y);
     }

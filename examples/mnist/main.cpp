@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--resume", c.resume_path, "continue from a checkpoint");
   app.add_option("--metrics", c.metrics_path, "per-epoch CSV (plot it with scripts/plot-metrics.sh)");
   app.add_option("--scale-history", c.scale_history_path, "per-step GradScaler CSV: iteration, scale, found_inf");
-  app.add_flag("--amp-trace", c.amp_trace, "print what autocast did to each op in the first epoch");
+  app.add_flag("--autocast-log", c.autocast_log, "print what autocast did to each op in the first epoch");
   app.add_flag("--memory-peak", c.memory_peak, "print what was alive at the first epoch's memory peak, and what made it (a MemoryHistory)");
   app.add_flag("--profile", c.profile, "print the first epoch's training time by kernel (on a GPU it waits for each, which slows that epoch)");
   app.add_option("--profile-trace", c.profile_trace, "write the first epoch's timeline (kernels, backward nodes, phases) as Chrome trace JSON for ui.perfetto.dev");

@@ -182,7 +182,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   result.model = model;
   double train_seconds = 0;
   int64_t train_samples = 0;
-  examples::Instruments first_epoch(c.amp_trace, c.profile, c.profile_trace, c.memory_peak, device);  // --amp-trace, --profile, --profile-trace, --memory-peak
+  examples::Instruments first_epoch(c.autocast_log, c.profile, c.profile_trace, c.memory_peak, device);  // --autocast-log, --profile, --profile-trace, --memory-peak
   for (int epoch = start_epoch; epoch < c.epochs; ++epoch) {
     model->train();
     reset_peak_memory_stats(device);

@@ -38,7 +38,7 @@ struct TrainConfig {
   double fgsm_eps = 0;              // also test on images moved by an FGSM attack of this size (0: off)
   int64_t limit_train = 0, limit_test = 0;  // use only the first N samples (0: all)
   std::string save_path = {}, resume_path = {}, metrics_path = {}, scale_history_path = {};
-  bool amp_trace = false;           // print autocast's per-op summary after the first epoch
+  bool autocast_log = false;           // print autocast's per-op summary after the first epoch
   bool profile = false;             // print where the first epoch's training time went, kernel by kernel
   std::string profile_trace = {};   // write the first epoch's timeline here (Chrome trace-event JSON)
   bool memory_peak = false;         // print what was alive at the first epoch's peak, and what made it

@@ -1,6 +1,6 @@
 // underflow — the reason loss scaling exists, made visible. One small regression model is
 // trained six ways: float32; float16 autocast without a scaler; float16 with GradScaler;
-// bfloat16; and float16 and bfloat16 with every linear in FP8 (amp::float8_autocast). Its loss
+// bfloat16; and float16 and bfloat16 with every linear in FP8 (float8_autocast). Its loss
 // is a mean over 1024 x 256 outputs of errors near 3e-3, so the gradient that reaches each fp16
 // activation is 2·err/262144 ≈ 2e-8 at the start and shrinks as the fit
 // improves: below 2^-25 ≈ 3e-8 (half float16's smallest subnormal) it rounds to exactly zero.
@@ -20,7 +20,7 @@
 #include <sstream>
 
 #include "amp/autocast.h"
-#include "amp/grad_health.h"
+#include "diagnostics/grad_health.h"
 #include "amp/grad_scaler.h"
 #include "autograd/float8.h"
 #include "nn/nn.h"
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
         Tensor loss;
         {
           amp::autocast ac(DeviceType::CPU, run.dtype, run.amp);
-          amp::float8_autocast f8(DeviceType::CPU, {}, run.float8);
+          float8_autocast f8(DeviceType::CPU, {}, run.float8);
           loss = nn::functional::mse_loss(model->forward(xb), yb);
         }
         scaler.scale(loss).backward();

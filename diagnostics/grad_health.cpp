@@ -1,5 +1,5 @@
 // grad_health.cpp — counts float16's fate for each value (on the host, in double).
-#include "amp/grad_health.h"
+#include "diagnostics/grad_health.h"
 
 #include <cmath>
 #include <iomanip>

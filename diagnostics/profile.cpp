@@ -1,6 +1,6 @@
 // profile.cpp — the Profile's thread-local state, its timers and its table. No device timers
 // (CUDA events): on a GPU the host waits instead, which is simpler and enough to rank kernels.
-#include "tensor/profile.h"
+#include "diagnostics/profile.h"
 
 #include <algorithm>
 #include <exception>

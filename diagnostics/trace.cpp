@@ -1,6 +1,6 @@
 // trace.cpp — the TraceWriter's span stack and its JSON. Spans are kept in memory (a training
 // step makes a few thousand) and written once; no streaming, no per-thread tracks.
-#include "tensor/trace.h"
+#include "diagnostics/trace.h"
 
 #include <algorithm>
 #include <string_view>

@@ -1,7 +1,7 @@
 // memory_history.cpp — the event log behind a MemoryHistory, each allocation stamped with its
 // maker (observer.h's MadeBy). Questions replay the log, so recording costs one append per block
 // and nothing is decided until asked.
-#include "tensor/memory_history.h"
+#include "diagnostics/memory_history.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,13 +1,13 @@
-// autocast_trace.cpp — the autocast trace's summary: one row per (op, input dtypes, dtype it ran in,
-// policy row), with the calls, casts and cache hits of each. An instrument, not part of a step:
-// the records it prints are made by amp/autocast.cpp (trace_record).
+// autocast_log.cpp — the autocast log's summary: one row per (op, input dtypes, dtype it ran in,
+// policy), with the calls, casts and cache hits of each.
 #include <iomanip>
 #include <map>
 #include <ostream>
 #include <string>
 #include <tuple>
 
-#include "amp/autocast.h"
+#include "diagnostics/autocast_log.h"
+#include "tensor/dtype.h"
 
 namespace ampgrad::amp {
 
@@ -17,12 +17,11 @@ static std::string dtypes_str(const std::vector<DType>& ds) {
   return s.empty() ? "-" : s;
 }
 
-void Trace::print_summary(std::ostream& os) const {
+void AutocastLog::print(std::ostream& os) const {
   struct Row { int calls = 0, casts = 0, hits = 0; };
   std::map<std::tuple<std::string, std::string, std::string, std::string>, Row> rows;
-  for (const TraceEvent& e : events_) {
-    std::string cat = e.autocast_on ? cast_name(e.category) : "(autocast off)";
-    Row& r = rows[{policy(e.op).name, dtypes_str(e.input_dtypes), e.run_dtype ? dtype_name(*e.run_dtype) : "-", cat}];
+  for (const AutocastCall& e : calls_) {
+    Row& r = rows[{e.op, dtypes_str(e.input_dtypes), e.run_dtype ? dtype_name(*e.run_dtype) : "-", e.policy}];
     r.calls++;
     r.casts += e.casts;
     r.hits += e.cache_hits;
@@ -33,7 +32,7 @@ void Trace::print_summary(std::ostream& os) const {
     inputs_width = std::max(inputs_width, int(std::get<1>(k).size()) + 1);
     ran_in_width = std::max(ran_in_width, int(std::get<2>(k).size()) + 1);
   }
-  os << "autocast trace: " << events_.size() << " op calls\n"
+  os << "autocast log: " << calls_.size() << " op calls\n"
      << std::left << std::setw(op_width) << "op" << std::setw(inputs_width) << "inputs" << std::setw(ran_in_width) << "ran in"
      << std::setw(17) << "policy" << std::right << std::setw(7) << "calls" << std::setw(7) << "casts" << std::setw(12) << "cache hits" << "\n";
   bool outside = false, untyped = false;
