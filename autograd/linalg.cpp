@@ -12,12 +12,12 @@ static void check_same_device(const char* op, const Tensor& a, const Tensor& b) 
 }
 
 // a (M, K) @ b (K, N), or a (B, M, K) @ b (B, K, N): one recorded GEMM.
-static Tensor gemm(const Tensor& a, const Tensor& b) {
+static Tensor recorded_gemm(const Tensor& a, const Tensor& b) {
   Tensor out = kernels::gemm(a, b, a.dtype());
   record("matmul", out, {a, b}, [a = save_if(b.requires_grad(), a), b = save_if(a.requires_grad(), b)](const Tensor& g, const Needs& need) {
     int64_t r = g.dim() - 2;  // the matrix dims are the last two
-    return grads(need[0] ? gemm(g, b.get().transpose(r, r + 1)) : Tensor(),  // GEMMs themselves, so create_graph records them
-                 need[1] ? gemm(a.get().transpose(r, r + 1), g) : Tensor());
+    return grads(need[0] ? recorded_gemm(g, b.get().transpose(r, r + 1)) : Tensor(),  // GEMMs themselves, so create_graph records them
+                 need[1] ? recorded_gemm(a.get().transpose(r, r + 1), g) : Tensor());
   });
   return out;
 }
@@ -38,21 +38,21 @@ static Tensor matmul_after_autocast(const Tensor& a0, const Tensor& b0) {
   AMPGRAD_CHECK(da >= 1 && db >= 1 && a0.size(-1) == b0.size(db == 1 ? 0 : -2), bad());
   DType t = promote_types(a0.dtype(), b0.dtype());
   Tensor a = autograd::cast(a0, t), b = autograd::cast(b0, t);
-  if (da == 1 && db == 1) return gemm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  if (da == 1 && db == 1) return recorded_gemm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   if (da == 1) return matmul_after_autocast(a.unsqueeze(0), b).squeeze(-2);
   if (db == 1) return matmul_after_autocast(a, b.unsqueeze(1)).squeeze(-1);
-  if (da == 2 && db == 2) return gemm(a, b);
+  if (da == 2 && db == 2) return recorded_gemm(a, b);
   Shape out_shape(a.shape().begin(), a.shape().end() - 1);
   if (db == 2) {  // (..., M, K) @ (K, N): the batch dims fold into M, one GEMM
     out_shape.push_back(b.size(1));
-    return gemm(a.reshape({-1, a.size(-1)}), b).reshape(out_shape);
+    return recorded_gemm(a.reshape({-1, a.size(-1)}), b).reshape(out_shape);
   }
   // (..., M, K) @ (..., K, N): the batch dims broadcast as in PyTorch, and both operands are
   // expanded to them (expand's backward sums the gradient back) as one (B, M, K) @ (B, K, N).
   const Shape batch = cpu::broadcast_shapes("matmul", Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2));
   out_shape = batch;
   out_shape.insert(out_shape.end(), {a.size(-2), b.size(-1)});
-  return gemm(fold_batch(a, batch), fold_batch(b, batch)).reshape(out_shape);
+  return recorded_gemm(fold_batch(a, batch), fold_batch(b, batch)).reshape(out_shape);
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
@@ -78,8 +78,8 @@ static Tensor linear_2d(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor out = kernels::gemm(x, wt, x.dtype());
   if (b.defined()) kernels::add_(out, b, 1.0);  // bias broadcast over rows, in place
   record("linear", out, {x, w, b}, [x = save_if(w.requires_grad(), x), w = save_if(x.requires_grad(), w)](const Tensor& g, const Needs& need) {
-    return grads(need[0] ? gemm(g, w) : Tensor(),       // dx = G W        (N, Din)
-                 need[1] ? gemm(g.t(), x) : Tensor(),   // dW = Gᵀ x       (Dout, Din)
+    return grads(need[0] ? recorded_gemm(g, w) : Tensor(),      // dx = G W        (N, Din)
+                 need[1] ? recorded_gemm(g.t(), x) : Tensor(),  // dW = Gᵀ x       (Dout, Din)
                  need[2] ? sum(g, {0}) : Tensor());     // db = Σ_n G      (Dout)
   });
   return out;
