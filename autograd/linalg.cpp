@@ -80,7 +80,7 @@ static Tensor linear_2d(const Tensor& x, const Tensor& w, const Tensor& b) {
   record("linear", out, {x, w, b}, [x = save_if(w.requires_grad(), x), w = save_if(x.requires_grad(), w)](const Tensor& g, const Needs& need) {
     return grads(need[0] ? recorded_gemm(g, w) : Tensor(),      // dx = G W        (N, Din)
                  need[1] ? recorded_gemm(g.t(), x) : Tensor(),  // dW = Gᵀ x       (Dout, Din)
-                 need[2] ? sum(g, {0}) : Tensor());     // db = Σ_n G      (Dout)
+                 need[2] ? sum(g, {0}) : Tensor());             // db = Σ_n G      (Dout)
   });
   return out;
 }
