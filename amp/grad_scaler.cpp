@@ -143,7 +143,7 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
   init_growth_tracker_ = checked_int64(s.at("_growth_tracker"), "GradScaler::load_state_dict: '_growth_tracker'", 0, o.growth_interval - 1);
   options_ = o;
   // As in PyTorch: refill existing tensors, else let lazy_init create them where the first
-  // scaled loss lives (a checkpoint is loaded before the scaler knows the device).
+  // scaled loss lives (a saved state is loaded before the scaler knows the device).
   if (scale_.defined()) {
     scale_.fill_(options_.init_scale);
     growth_tracker_.fill_(double(init_growth_tracker_));

@@ -1,5 +1,5 @@
 // checkpoint.h — activation checkpointing, as torch.utils.checkpoint: memory traded for compute.
-// (Not the file kind of checkpoint; that is data/checkpoint.h.)
+// (Not the file kind of checkpoint; that is data/safetensors.h.)
 //
 // An ordinary forward keeps every activation its backward will read until backward() reaches
 // it, so a deep model's step holds all of its layers' activations at once. A checkpointed region

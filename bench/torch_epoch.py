@@ -4,7 +4,7 @@
 Trains one epoch of the same model on the same IDX files with the same recipe (batch 128,
 SGD lr 0.05 momentum 0.9, shuffled, images in [0, 1] without normalisation) and prints the
 training loop's seconds, timed as the ampgrad trainer times them (data loading and the
-evaluation pass are not counted). Leaves out: evaluation, checkpoints, anything but speed.
+evaluation pass are not counted). Leaves out: evaluation, saved states, anything but speed.
 
     OMP_NUM_THREADS=2 /usr/bin/python3 bench/torch_epoch.py --model mlp
     OMP_NUM_THREADS=2 /usr/bin/python3 bench/torch_epoch.py --model cnn --amp bf16

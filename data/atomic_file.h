@@ -1,6 +1,6 @@
 // atomic_file.h — write a file so that readers see either the old contents or the new, never
 // a mix: bytes go to a temporary file in the same directory, which is flushed to disk and then
-// renamed over the target. Holds no format knowledge; idx.cpp and checkpoint.cpp use it.
+// renamed over the target. Holds no format knowledge; idx.cpp and safetensors.cpp use it.
 //
 //   AtomicFile f("ckpt.safetensors");   // creates ckpt.safetensors.tmp.<pid>.<n> (and removes those
 //                                        // of processes that died saving it)

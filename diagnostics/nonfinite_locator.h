@@ -55,7 +55,7 @@ double dtype_max(DType dtype);
 
 class NonFiniteLocator final : public Observer {
  public:
-  // parameters name the module an op ran in; prefix is prepended as a checkpoint's keys read ("model").
+  // parameters name the module an op ran in; prefix is prepended as a saved state's keys read ("model").
   explicit NonFiniteLocator(const NamedParameters& parameters, std::string prefix = "");
   ~NonFiniteLocator() override;
   NonFiniteLocator(const NonFiniteLocator&) = delete;

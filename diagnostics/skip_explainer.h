@@ -33,7 +33,7 @@ struct SkipWatchOptions {
   int64_t max_skipped_steps = 100;  // stop after this many skipped steps in a row (0: never)
   bool explain_skips = false;       // explain the first skipped step of every run of them, by a replay, and train on
   bool detect_anomaly = false;      // the locator armed on every step (no replay needed; a host read per op)
-  std::string prefix = "model";     // parameters are named as a checkpoint's keys: "model.3.weight"
+  std::string prefix = "model";     // parameters are named as a saved state's keys: "model.3.weight"
   // Under data parallelism, a 0-d count summed over every rank (on a copy), so that a loss gone
   // non-finite on one rank stops them all at the same step: a rank that stopped alone would leave
   // the others waiting in their next collective. Unset: this process alone.

@@ -7,7 +7,7 @@
 // move the same way. (tests/test_ddp.cpp plants an overflow on one rank and checks this each step.)
 //
 // Where ranks can still diverge, the collectives below restore agreement:
-//   - a scaler loaded on one rank only (rank 0 read the checkpoint): broadcast_scaler_state;
+//   - a scaler loaded on one rank only (rank 0 read the saved state): broadcast_scaler_state;
 //   - unscale_ before gradients are synchronised (a manual all-reduce after clipping, or a
 //     per-rank inf check): all_reduce_found_inf, a max over ranks, before step();
 //   - anything else: check_parameters_match, which AMPGRAD_DDP_CHECK=N runs every N forwards.

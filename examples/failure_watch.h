@@ -1,6 +1,6 @@
 // failure_watch.h — what the MNIST and GPT trainers do when a step goes non-finite: their three
 // flags (--explain-skips, --detect-anomaly, --max-skipped-steps), the amp::SkipWatch they make of
-// them, and the warning before a checkpoint is written with weights that are not finite. The
+// them, and the warning before a saved state is written with weights that are not finite. The
 // watching itself is diagnostics/skip_explainer.h's; the flags are failure_watch_flags.h's.
 //
 //   examples::FailureWatch watch;                                   // a TrainConfig member
@@ -31,7 +31,7 @@ inline amp::SkipWatch skip_watch(const FailureWatch& w, const nn::Module& model,
                         model.named_parameters(), std::move(buffers), log);
 }
 
-// A checkpoint is never written with inf/NaN weights without saying so: each such tensor is named.
+// A saved state is never written with inf/NaN weights without saying so: each such tensor is named.
 inline void warn_if_nonfinite(const nn::Module& model, const std::string& path, std::ostream& log) {
   for (auto& [name, t] : model.state_dict())
     if (const amp::NonFiniteCount c = amp::count_nonfinite(t); c.total() > 0)

@@ -1,6 +1,6 @@
 // output_files.h — the files a program reads and writes, checked before any work: every output
 // is absent or a regular file (never a directory, a device or a FIFO) and writable, and no file
-// serves in two roles (--resume X --metrics X would truncate the checkpoint before reading it).
+// serves in two roles (--resume X --metrics X would truncate the saved state before reading it).
 // Outputs are written atomically (data/atomic_file.h), each write checked: a full disk fails
 // naming the file and leaves the old one, never a short or empty file and exit status 0.
 //

@@ -133,7 +133,7 @@ void Module::load_state_dict(const StateDict& dict) {
     auto it = given.find(name);
     if (it == given.end()) problems += "\n  missing key '" + name + "'";
     else if (it->second.shape() != t.shape())
-      problems += "\n  size mismatch for '" + name + "': checkpoint has " + shape_str(it->second.shape()) + ", model has " + shape_str(t.shape());
+      problems += "\n  size mismatch for '" + name + "': the state_dict has " + shape_str(it->second.shape()) + ", the model " + shape_str(t.shape());
   }
   for (const auto& [name, t] : dict)
     if (!known.count(name)) problems += "\n  unexpected key '" + name + "'";

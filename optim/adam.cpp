@@ -1,4 +1,4 @@
-// adam.cpp — Adam/AdamW's option checks and their checkpoint form, the CPU loop over
+// adam.cpp — Adam/AdamW's option checks and their saved state form, the CPU loop over
 // adam_update (update.h) with the bias corrections of each parameter's step worked out in double
 // first (adam_scalars), and the fused CUDA launch (fused.cu), which does the same per parameter
 // with the step count it reads there.

@@ -32,7 +32,7 @@ template <class Options> struct ParamGroup {
   Options options;
 };
 
-// What a checkpoint stores, as PyTorch's state_dict lays it out: for each group g the scalars
+// What a saved state stores, as PyTorch's state_dict lays it out: for each group g the scalars
 // "param_groups.<g>.lr", its other options ("...momentum", "...beta1", "...eps"; a flag as 0 or
 // 1) and "param_groups.<g>.num_params"; per parameter "state.<i>.step" and the tensors
 // "state.<i>.<buffer>" (e.g. "state.3.exp_avg"), i being the parameter's index in params(),
@@ -86,7 +86,7 @@ class Optimizer {
   // What each optimizer writes, for a group's options: the buffers its parameters keep (at most
   // 2: FusedParam::buffer) ...
   virtual std::vector<std::string> buffer_names(size_t group) const = 0;
-  // ... the options a checkpoint carries beside lr, by name, and their restore from a map
+  // ... the options a saved state carries beside lr, by name, and their restore from a map
   // holding every one of those names (checked as the constructor checks them, before any is set) ...
   virtual std::map<std::string, double> options_state(size_t group) const = 0;
   virtual void load_options(size_t group, const std::map<std::string, double>& options) = 0;

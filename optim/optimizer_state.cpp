@@ -20,7 +20,7 @@ OptimizerState Optimizer::state_dict() const {
     out.scalars[group_prefix(g) + "num_params"] = double(param_group(g).size());
   }
   for (size_t i = 0; i < state_.size(); ++i) {
-    // A host read per parameter on a GPU: fine for a checkpoint. A count of 0 is a state whose
+    // A host read per parameter on a GPU: fine for a saved state. A count of 0 is a state whose
     // first step the GradScaler skipped, the same as no state.
     const int64_t step = state_[i].step.defined() ? state_[i].step.item<int64_t>() : 0;
     if (step == 0) continue;

@@ -1,4 +1,4 @@
-// sgd.cpp — SGD's option checks and their checkpoint form, its CPU loop over sgd_update
+// sgd.cpp — SGD's option checks and their saved state form, its CPU loop over sgd_update
 // (update.h) and its fused CUDA launch (fused.cu), which runs the same sgd_update.
 #include "optim/sgd.h"
 

@@ -22,7 +22,7 @@ $build/tests/fuzz/fuzz_write_seeds $out/seeds >/dev/null
 # A smaller ASan quarantine (default 256 MB) keeps freed memory from counting against the RSS limit.
 export ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=16 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=1
 export TMPDIR=${TMPDIR:-$([ -d /dev/shm ] && echo /dev/shm || echo /tmp)}  # the harnesses' scratch files
-names=(idx safetensors training_checkpoint)
+names=(idx safetensors training_state)
 # The harnesses run at once, sharing the cores: N seconds in all, not 3N.
 for name in "${names[@]}"; do
   mkdir -p $out/corpus/$name $out/findings/$name

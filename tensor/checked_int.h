@@ -1,4 +1,4 @@
-// checked_int.h — a number read from a file (a checkpoint's epoch, an optimizer's step count, a
+// checked_int.h — a number read from a file (a saved state's epoch, an optimizer's step count, a
 // scaler's growth_interval) turned into an int64 only when it is one: a plain cast of 1e300 or
 // NaN is undefined behaviour, and a fractional or negative count is a corrupt file.
 //

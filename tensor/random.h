@@ -32,7 +32,7 @@ class Generator {
   struct State {
     std::mt19937_64 engine;
     std::optional<double> normal_spare;
-    // As text, for a checkpoint: the engine as the standard library prints it (libstdc++: its
+    // As text, for a saved state: the engine as the standard library prints it (libstdc++: its
     // 312 words and position; libc++ writes another form, so a state moves between builds on
     // one library only), then the spare normal exactly (hex float) or "-". from_string raises
     // on anything else.

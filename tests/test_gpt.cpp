@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "data/checkpoint.h"
+#include "data/safetensors.h"
 #include "devices.h"
 #include "gpt/trainer.h"
 #include "trainer_fixtures.h"
@@ -186,7 +186,7 @@ TEST_CASE("a GPT run stopped, saved and resumed is the uninterrupted run, bit fo
   }
 
   // Other batches or schedule are a warning. The count of skipped steps goes on from the
-  // checkpoint's: planting 3 there adds 3 to the run's.
+  // saved state's: planting 3 there adds 3 to the run's.
   gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   c.resume_path = ck;
   c.amp = "fp16";
@@ -205,19 +205,19 @@ TEST_CASE("a GPT run stopped, saved and resumed is the uninterrupted run, bit fo
     for (int i = 0; i < 60; ++i) f << "the other text, with its own bytes; ";
   }
   c.text_path = dir / "other.txt";
-  CHECK(error_of([&] { gpt::train(c, log); }).find(ck + ": the checkpoint's model has another vocab (it was trained on " + (dir / "text.txt")) ==
+  CHECK(error_of([&] { gpt::train(c, log); }).find(ck + ": the saved state's model has another vocab (it was trained on " + (dir / "text.txt")) ==
         0);
   c = tiny_gpt(write_periodic_text(dir));
   c.resume_path = ck;
   c.model.n_head = 4;
-  CHECK(error_of([&] { gpt::train(c, log); }) == ck + ": the checkpoint's model has another heads: 2, this run's 4");
+  CHECK(error_of([&] { gpt::train(c, log); }) == ck + ": the saved state's model has another heads: 2, this run's 4");
   c.model.n_head = 2;
   c.stop_after = 61;
   CHECK(error_of([&] { gpt::train(c, log); }) == "--stop-after must be in [0, --steps], got 61");
-  c.stop_after = 10;  // the checkpoint is after step 10
+  c.stop_after = 10;  // the saved state is after step 10
   CHECK(error_of([&] { gpt::train(c, log); }) ==
-        ck + ": the checkpoint is after step 10; this run ends at step 10 (--steps, --stop-after), so there is nothing left to train");
-  // Flags that the checkpoint overrides are named: its base rate, not this run's, goes on.
+        ck + ": the saved state is after step 10; this run ends at step 10 (--steps, --stop-after), so there is nothing left to train");
+  // Flags that the saved state overrides are named: its base rate, not this run's, goes on.
   c.stop_after = 12;
   c.lr = 0.02;
   std::ostringstream override_log;
@@ -297,7 +297,7 @@ TEST_CASE("the gpt command refuses nonsensical flags before any work, naming the
   check_flags_refused(TRAINER_COMMAND " --text /nonexistent", cases);
 }
 
-TEST_CASE("GPT: an unwritable --save fails before training, and a directory or a device as text or checkpoint is named") {
+TEST_CASE("GPT: an unwritable --save fails before training, and a directory or a device as text or saved state is named") {
   TempDir dir;
   gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   std::ostringstream log;
@@ -315,7 +315,7 @@ TEST_CASE("GPT: an unwritable --save fails before training, and a directory or a
   CHECK(error_of([&] { gpt::train(c, log); }) == dir.path.string() + ": cannot read it as a file: it is a directory");
 }
 
-TEST_CASE("GPT: checkpoint step counts that are not counts are refused, naming the key and the value") {
+TEST_CASE("GPT: saved state step counts that are not counts are refused, naming the key and the value") {
   TempDir dir;
   gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   c.steps = 4;
@@ -335,12 +335,12 @@ TEST_CASE("GPT: checkpoint step counts that are not counts are refused, naming t
     data::save_safetensors(c.resume_path, saved.tensors, meta);
     return error_of([&] { gpt::train(c, log); });
   };
-  const std::string step = c.resume_path + ": checkpoint metadata 'step' must be a whole number in [1, 9223372036854775807], got ";
+  const std::string step = c.resume_path + ": metadata 'step' must be a whole number in [1, 9223372036854775807], got ";
   CHECK(resume_error("step", "1e300") == step + "1e+300");
   CHECK(resume_error("step", "nan") == step + "nan");
   CHECK(resume_error("step", "-3") == step + "-3");
   CHECK(resume_error("skipped_steps", "1e300") ==
-        c.resume_path + ": checkpoint metadata 'skipped_steps' must be a whole number in [0, 2], got 1e+300");
+        c.resume_path + ": metadata 'skipped_steps' must be a whole number in [0, 2], got 1e+300");
   CHECK(resume_error("scheduler.last_epoch", "1e300") ==
         "LRScheduler::load_state_dict: 'last_epoch' must be a whole number in [0, 9223372036854775807], got 1e+300");
 }

@@ -316,7 +316,7 @@ TEST_CASE("a scale that is not positive and finite is refused wherever it enters
     CHECK(error_of([&] { s.update(bad); }) == "update(new_scale): the scale must be positive and finite, got " + value.str());
     CHECK(s.get_scale() == 8);
   }
-  // Counts from a checkpoint: a cast of 1e300 to int64 was undefined behaviour.
+  // Counts from a saved state: a cast of 1e300 to int64 was undefined behaviour.
   amp::GradScaler s({.init_scale = 8, .growth_interval = 5});
   std::map<std::string, double> sd = s.state_dict();
   sd["growth_interval"] = 1e300;

@@ -1,12 +1,12 @@
 // test_hostile.cpp — the programs run as a careless user or an attacker would (issue 29 §3): outputs
 // onto FIFOs, devices and directories, one file in two roles, a full disk, inputs of the wrong
-// type or size, doctored checkpoints, models too large for the machine. Each case runs the built
+// type or size, doctored saved states, models too large for the machine. Each case runs the built
 // command under `timeout`, so a hang fails instead of stalling CI, and asserts the exit status
 // and the message. The ranks that disagree are in distributed/tests/disagreeing_ranks.cpp.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
-#include "data/checkpoint.h"
+#include "data/safetensors.h"
 #include "skip.h"
 #include "trainer_fixtures.h"
 
@@ -30,7 +30,7 @@ struct Programs {
     gpt = std::string(GPT_COMMAND) + " --text " + write_periodic_text(dir) +
           " --steps 2 --eval-every 1 --eval-batches 1 --layers 1 --embd 16 --heads 1 --block-size 8 --batch-size 2 --sample 0 --threads 1";
   }
-  // A checkpoint of `command` (mnist or gpt) with `change` applied to its tensors and metadata.
+  // A saved state of `command` (mnist or gpt) with `change` applied to its tensors and metadata.
   template <class Change> std::string checkpoint(const std::string& command, const std::string& flags, Change change) {
     const std::string path = dir / "doctored.safetensors";
     REQUIRE(run_command(command + " " + flags + " --save " + path).status == 0);
@@ -53,7 +53,7 @@ TEST_CASE("outputs: a FIFO, a device or a directory is refused, before any train
   check_refused(std::filesystem::path(MNIST_COMMAND).parent_path().string() + "/memory --steps 1 --timeline /dev/null", "--timeline /dev/null: is a device");
 }
 
-TEST_CASE("outputs: one file in two roles is refused, whatever the spelling, and the checkpoint stays intact") {
+TEST_CASE("outputs: one file in two roles is refused, whatever the spelling, and the saved state stays intact") {
   Programs p;
   const std::string ck = p.dir / "ck.safetensors";
   check_refused(p.mnist + " --save " + ck + " --scale-history " + p.dir.path.string() + "/./ck.safetensors",
@@ -64,7 +64,7 @@ TEST_CASE("outputs: one file in two roles is refused, whatever the spelling, and
   check_refused(p.gpt + " --steps 3 --resume " + ck + " --metrics " + (p.dir / "link"),
                 "--metrics " + (p.dir / "link") + " is the file --resume " + ck + " names");
   CHECK(file_bytes(ck) == saved);
-  // --save may go on writing the checkpoint it resumed from: it is read before it is replaced
+  // --save may go on writing the saved state it resumed from: it is read before it is replaced
   CHECK(run_command("timeout 60 " + p.gpt + " --steps 3 --resume " + ck + " --save " + ck).status == 0);
 }
 
@@ -102,7 +102,7 @@ TEST_CASE("inputs: a FIFO as --text fails at once, and images of another size an
   check_refused(std::string(MNIST_COMMAND) + " --data " + odd.path.string(), odd / "t10k-labels-idx1-ubyte" + ": label 0 (byte offset 8) is 200, not a class 0-9");
 }
 
-TEST_CASE("checkpoints: dtypes, strays, non-finite values, out-of-bounds options and a zero scale are refused, naming file and key") {
+TEST_CASE("saved states: dtypes, strays, non-finite values, out-of-bounds options and a zero scale are refused, naming file and key") {
   Programs p;
   auto retype = [](DType dtype) {
     return [dtype](data::SafeTensors& ck) { ck.tensors[0].second = ck.tensors[0].second.to(dtype); };  // model.1.weight
@@ -112,7 +112,7 @@ TEST_CASE("checkpoints: dtypes, strays, non-finite values, out-of-bounds options
     check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": tensor 'model.1.weight' is " + dtype_name(dtype) + ", the model's is float32");
   }
   std::string ck = p.checkpoint(p.mnist, "", [](data::SafeTensors& c) { c.tensors.emplace_back("stray", ones({1})); });
-  check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": tensor 'stray' is under no key a training checkpoint holds");
+  check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": tensor 'stray' is under no key a training state holds");
   ck = p.checkpoint(p.mnist, "", [](data::SafeTensors& c) { c.tensors[2].second.view({-1}).narrow(0, 5, 1).fill_(NAN); });
   check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": tensor 'model.3.weight' holds nan at element 5");
   struct Bound {
@@ -122,15 +122,15 @@ TEST_CASE("checkpoints: dtypes, strays, non-finite values, out-of-bounds options
                          Bound{"optimizer.momentum", "2", "is 2, outside [0, 1]"},  // a one-group file's key
                          Bound{"optimizer.param_groups.0.dampening", "nan", "is nan, not a finite number"}}) {  // no structured binding: clang 14's lambdas cannot capture one
     ck = p.checkpoint(p.mnist, "", [&](data::SafeTensors& c) { c.metadata[b.key] = b.value; });
-    check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": checkpoint metadata '" + b.key + "' " + b.message);
+    check_refused(p.mnist + " --epochs 2 --resume " + ck, ck + ": metadata '" + b.key + "' " + b.message);
   }
   ck = p.checkpoint(p.mnist, "--amp fp16", [](data::SafeTensors& c) { c.metadata["scaler.scale"] = "1e-300"; });
-  check_refused(p.mnist + " --amp fp16 --epochs 2 --resume " + ck, ck + ": checkpoint metadata 'scaler.scale' is 1e-300, which is 0 in float32");
+  check_refused(p.mnist + " --amp fp16 --epochs 2 --resume " + ck, ck + ": metadata 'scaler.scale' is 1e-300, which is 0 in float32");
   ck = p.checkpoint(p.gpt, "", [](data::SafeTensors& c) { c.metadata["rng.batches"] = "garbage"; });
-  check_refused(p.gpt + " --steps 3 --resume " + ck, ck + ": checkpoint metadata 'rng.batches': Generator state");
+  check_refused(p.gpt + " --steps 3 --resume " + ck, ck + ": metadata 'rng.batches': Generator state");
 }
 
-TEST_CASE("checkpoints: resuming under another --amp says what becomes of the scaler's state, in both trainers") {
+TEST_CASE("saved states: resuming under another --amp says what becomes of the scaler's state, in both trainers") {
   Programs p;
   for (const std::string& trainer : {p.mnist, p.gpt}) {
     CAPTURE(trainer);

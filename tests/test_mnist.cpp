@@ -1,5 +1,5 @@
 // test_mnist.cpp — the MNIST trainer end to end, on a small synthetic IDX data set written to
-// a temporary directory: training lowers the loss, and a run resumed from a checkpoint is
+// a temporary directory: training lowers the loss, and a run resumed from a saved state is
 // bit-identical to one that never stopped (model, optimizer and GradScaler state restored).
 // One case trains on the real MNIST digits when scripts/get-data.sh has fetched them.
 #include <doctest/doctest.h>
@@ -12,7 +12,7 @@
 #include <regex>
 #include <sstream>
 
-#include "data/checkpoint.h"
+#include "data/safetensors.h"
 #include "data/idx.h"
 #include "mnist/trainer.h"
 #include "skip.h"
@@ -76,7 +76,7 @@ TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {
     REQUIRE(resumed.epochs.size() == 1);  // only epoch 2 ran
     CHECK(weights_bytes(*resumed.model) == weights_bytes(*straight.model));
     CHECK(resumed.epochs[0].train_loss == straight.epochs[1].train_loss);
-    // the checkpoint carries what the resume needed
+    // the saved state carries what the resume needed
     data::SafeTensors ck = data::load_safetensors(dir / "half.safetensors");
     CHECK(ck.metadata.at("epoch") == "1");
     CHECK(ck.metadata.count("optimizer.param_groups.0.lr"));
@@ -84,7 +84,7 @@ TEST_CASE("train 2 epochs == train 1, save, resume 1: bit-identical weights") {
     bool has_momentum = false;
     for (auto& [k, t] : ck.tensors) has_momentum |= k.find("momentum_buffer") != std::string::npos;
     CHECK(has_momentum);
-    // a checkpoint saved before parameter groups (flat "optimizer.lr", "optimizer.momentum", ...,
+    // a saved state saved before parameter groups (flat "optimizer.lr", "optimizer.momentum", ...,
     // no group size) resumes to the same weights
     const std::string group = "optimizer.param_groups.0.";
     std::map<std::string, std::string> old_meta;
@@ -155,13 +155,13 @@ static mnist::TrainConfig saved_small_run(const TempDir& dir) {
   return c;
 }
 
-TEST_CASE("a checkpoint of another model is refused, naming both") {
+TEST_CASE("a saved state of another model is refused, naming both") {
   TempDir dir;
   write_synthetic_mnist(dir);
   mnist::TrainConfig c = saved_small_run(dir);
   c.model = "cnn";
   std::ostringstream log;
-  CHECK_THROWS_WITH_AS(mnist::train(c, log), doctest::Contains("checkpoint is of model=mlp optimizer=sgd, this run uses model=cnn"), Error);
+  CHECK_THROWS_WITH_AS(mnist::train(c, log), doctest::Contains("saved state is of model=mlp optimizer=sgd, this run uses model=cnn"), Error);
 }
 
 TEST_CASE("an epoch's last accumulation group, short of accum_steps, steps on the mean of its micro-batches") {
@@ -205,7 +205,7 @@ TEST_CASE("resuming with a setting that reorders the batches says so") {
   CHECK(log.find("limit_train") == std::string::npos);  // unchanged: not named
 }
 
-TEST_CASE("resuming with other optimizer flags: the checkpoint's values win, and the log says so") {
+TEST_CASE("resuming with other optimizer flags: the saved state's values win, and the log says so") {
   TempDir dir;
   write_synthetic_mnist(dir);
   const std::string log = resumed_log(dir, [](mnist::TrainConfig& c) {
@@ -310,7 +310,7 @@ TEST_CASE("on the MNIST digits, --float8 learns as well as float32 and bfloat16"
   CHECK(fp8.train_loss == doctest::Approx(fp32.train_loss).epsilon(0.05));
 }
 
-// ---- hostile input: flags, checkpoints and paths ----
+// ---- hostile input: flags, saved states and paths ----
 
 TEST_CASE("the mnist command refuses nonsensical flags before any work, naming the flag and the value") {
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -409,7 +409,7 @@ TEST_CASE("--device is cpu, cuda or cuda:N, and a device this machine lacks is r
   }
 }
 
-TEST_CASE("paths that cannot work are named before training: --save unwritable, a directory or a device as data or checkpoint") {
+TEST_CASE("paths that cannot work are named before training: --save unwritable, a directory or a device as data or saved state") {
   TempDir dir;
   write_synthetic_mnist(dir);
   mnist::TrainConfig c{.data_dir = dir.path.string(), .limit_train = 64};
@@ -470,7 +470,7 @@ TEST_CASE("checkpoint numbers that are not counts are refused, naming the file, 
     return error_of([&] { mnist::train(c, log); });
   };
   // 1e300 and NaN were undefined behaviour in the cast to int (a 2^31-epoch run); -1 trained extra epochs
-  const std::string epoch = bad + ": checkpoint metadata 'epoch' must be a whole number in [1, 2147483647], got ";
+  const std::string epoch = bad + ": metadata 'epoch' must be a whole number in [1, 2147483647], got ";
   CHECK(resume_error("epoch", "1e300") == epoch + "1e+300");
   CHECK(resume_error("epoch", "nan") == epoch + "nan");
   CHECK(resume_error("epoch", "-1") == epoch + "-1");
@@ -482,7 +482,7 @@ TEST_CASE("checkpoint numbers that are not counts are refused, naming the file, 
 
 // ---- when steps go non-finite (examples/failure_watch.h, diagnostics/skip_explainer.h) ----
 
-// The small run's checkpoint with one tensor multiplied by `factor` (NaN: filled with NaN).
+// The small run's saved state with one tensor multiplied by `factor` (NaN: filled with NaN).
 static std::string tampered_checkpoint(const TempDir& dir, const std::string& from, const std::string& key, double factor) {
   data::SafeTensors saved = data::load_safetensors(from);
   for (auto& [name, t] : saved.tensors)
@@ -529,7 +529,7 @@ TEST_CASE("--explain-skips says why at the first skip and trains on, and --detec
 }
 
 TEST_CASE("bf16 whose weights blow up: the first non-finite loss stops the run, naming epoch, step and where it started") {
-  // (a NaN planted in a checkpoint is refused when it loads: test_hostile)
+  // (a NaN planted in a saved state is refused when it loads: test_hostile)
   TempDir dir;
   write_synthetic_mnist(dir);
   mnist::TrainConfig c{.data_dir = dir.path.string(), .epochs = 1, .batch_size = 16, .lr = 1e30, .amp = "bf16", .limit_train = 64};
@@ -549,7 +549,7 @@ TEST_CASE("bf16 whose weights blow up: the first non-finite loss stops the run, 
   CHECK(stop.find("NaN; largest |input| 4.70417e+29 (input 0) beside bfloat16's max 3.38953e+38", held) != std::string::npos);
 }
 
-TEST_CASE("a checkpoint with weights that are not finite is written only with a warning naming them") {
+TEST_CASE("a saved state with weights that are not finite is written only with a warning naming them") {
   auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(2, 2));
   {
     NoGradGuard no_grad;

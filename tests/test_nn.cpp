@@ -168,7 +168,7 @@ TEST_CASE("state_dict round trip, and each strict-load error names its key") {
   nn::StateDict wrong = sd;
   wrong[1].second = zeros({3, 2});
   std::string msg = error_of([&] { b.load_state_dict(wrong); });
-  CHECK(msg.find("size mismatch for 'fc1.weight': checkpoint has [3, 2], model has [2, 3]") != std::string::npos);
+  CHECK(msg.find("size mismatch for 'fc1.weight': the state_dict has [3, 2], the model [2, 3]") != std::string::npos);
 
   // A failed load copies nothing.
   Net c;

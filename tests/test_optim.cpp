@@ -223,7 +223,7 @@ TEST_CASE("optimizer state_dict: round trip, and strict loading") {
   close(vec(st.tensors[0].second), {0.14, -0.14});
 
   // A fresh optimizer over a copy of p, made with other options, loaded, takes the same third
-  // step as the original: the checkpoint's options replace the constructor's, as in PyTorch.
+  // step as the original: the saved state's options replace the constructor's, as in PyTorch.
   Tensor q = from_vector(to_vector<float>(p), p.shape()).requires_grad_();
   optim::Adam b({q}, {.lr = 0.5, .betas = {0.5, 0.5}, .eps = 1e-3, .weight_decay = 0.1});
   b.load_state_dict(st);
@@ -301,7 +301,7 @@ TEST_CASE("SGD state_dict carries its options: a loaded momentum brings its buff
   CHECK(st.scalars.at("param_groups.0.momentum") == 0.9);
   CHECK(st.scalars.at("param_groups.0.weight_decay") == 0.01);
   CHECK(st.scalars.at("param_groups.0.nesterov") == 1);
-  // Made without momentum, b expects no buffer until the checkpoint's momentum is in.
+  // Made without momentum, b expects no buffer until the saved state's momentum is in.
   optim::SGD b({q}, {.lr = 0.1});
   b.load_state_dict(st);
   CHECK(b.options().momentum == 0.9);
@@ -513,7 +513,7 @@ TEST_CASE("StepLR and CosineAnnealingLR follow PyTorch's closed forms") {
   for (int e = 1; e <= 5; ++e) { cosine.step(); got.push_back(cosine.get_last_lr().at(0)); }
   close(got, {1.1, 0.9535533905932737, 0.6, 0.24644660940672622, 0.1, 0.24644660940672622});
 
-  // Resumed after 2 epochs into a fresh optimizer (its lr from the checkpoint: 0.6) and a fresh
+  // Resumed after 2 epochs into a fresh optimizer (its lr from the saved state: 0.6) and a fresh
   // scheduler, the schedule goes on as if never stopped; the fresh scheduler alone would take
   // 0.6 as its base.
   optim::SGD opt3({p}, {.lr = 1.1});

@@ -295,7 +295,7 @@ TEST_CASE("SkipWatch under DDP: a loss gone non-finite on one rank stops every r
   CHECK(stopped.find("gradients holding inf/NaN (the step replayed") != std::string::npos);
 }
 
-TEST_CASE("broadcast_scaler_state: a checkpoint loaded on rank 0 reaches every rank") {
+TEST_CASE("broadcast_scaler_state: a saved state loaded on rank 0 reaches every rank") {
   ProcessGroup& pg = group();
   amp::GradScaler scaler({.growth_interval = 100});
   if (pg.rank() == 0)

@@ -1,5 +1,5 @@
 // test_trainers_ddp.cpp — the trainers' --ddp on 2 ranks: the GPT against one process on the
-// same global batch, and each trainer's checkpoint, saved by rank 0 alone as the commands do,
+// same global batch, and each trainer's saved state, saved by rank 0 alone as the commands do,
 // resumed on both ranks to the weights of a run that never stopped, bit for bit.
 #include <doctest/doctest.h>
 
@@ -14,7 +14,7 @@
 using namespace ampgrad;
 using namespace ampgrad::distributed;
 
-// Rank 0's string on every rank: the path of the checkpoint rank 0 writes.
+// Rank 0's string on every rank: the path of the saved state rank 0 writes.
 static std::string from_rank0(std::string s) {
   int n = int(s.size());
   MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -26,23 +26,23 @@ static std::string from_rank0(std::string s) {
 // `whole` trained straight through; `half` of it with rank 0 saving, then `whole` resumed from
 // there on every rank: the same weights and the same last loss and scale, bit for bit, on both.
 template <class Config, class Train, class Last>
-static void check_resume(Config whole, Config half, const std::string& checkpoint, Train train, Last last) {
+static void check_resume(Config whole, Config half, const std::string& state_path, Train train, Last last) {
   std::ostringstream log;
   const auto straight = train(whole, log);
-  if (group().rank() == 0) half.save_path = checkpoint;  // rank 0 alone writes, as the commands do
+  if (group().rank() == 0) half.save_path = state_path;  // rank 0 alone writes, as the commands do
   train(half, log);
   group().barrier();  // written before any rank reads it
-  whole.resume_path = checkpoint;
+  whole.resume_path = state_path;
   std::ostringstream resumed_log;
   const auto resumed = train(whole, resumed_log);
   group().barrier();  // read by every rank before rank 0's directory goes
-  CHECK(resumed_log.str().find("resumed from " + checkpoint) != std::string::npos);  // not a fresh run that matched
+  CHECK(resumed_log.str().find("resumed from " + state_path) != std::string::npos);  // not a fresh run that matched
   CHECK(weights_bytes(*resumed.model) == weights_bytes(*straight.model));
   CHECK(last(resumed) == last(straight));
   check_parameters_match(group(), resumed.model->named_parameters());  // and the replicas agree
 }
 
-TEST_CASE("mnist --ddp: rank 0's checkpoint resumes on 2 ranks bit-identically, under fp16 and the GradScaler") {
+TEST_CASE("mnist --ddp: rank 0's saved state resumes on 2 ranks bit-identically, under fp16 and the GradScaler") {
   TempDir dir;
   write_synthetic_mnist(dir);
   const mnist::TrainConfig c{.data_dir = dir.path.string(), .epochs = 2, .batch_size = 64 /* 32 per rank */, .threads = 1, .amp = "fp16", .ddp = true};
@@ -52,7 +52,7 @@ TEST_CASE("mnist --ddp: rank 0's checkpoint resumes on 2 ranks bit-identically, 
                [](const mnist::TrainResult& r) { return std::pair(r.epochs.back().train_loss, r.epochs.back().scale); });
 }
 
-TEST_CASE("gpt --ddp: 2 ranks of 4 rows train as one process of 8, and rank 0's checkpoint resumes bit-identically") {
+TEST_CASE("gpt --ddp: 2 ranks of 4 rows train as one process of 8, and rank 0's saved state resumes bit-identically") {
   TempDir dir;
   gpt::TrainConfig c = tiny_gpt(write_periodic_text(dir));
   c.steps = 8;  // batch 8: 4 rows per rank

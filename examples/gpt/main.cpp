@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
   app.add_option("--sample", c.sample_chars, "characters to generate after training")->check(whole_number(0, 1 << 20))->capture_default_str();
   app.add_option("--temperature", c.temperature, "sampling temperature (0: always the likeliest)")->check(real_number(0))->capture_default_str();
   app.add_option("--metrics", c.metrics_path, "CSV of each evaluation");
-  app.add_option("--save", c.save_path, "checkpoint (safetensors), rewritten at every evaluation");
-  app.add_option("--resume", c.resume_path, "continue the run a checkpoint was saved from, as if never stopped");
+  app.add_option("--save", c.save_path, "saved state (safetensors), rewritten at every evaluation");
+  app.add_option("--resume", c.resume_path, "continue the run that saved this file, as if never stopped");
   app.add_option("--stop-after", c.stop_after, "stop after this step of the --steps schedule (0: run it all); --resume goes on")
       ->check(whole_number(0, int64_t(1) << 40))->capture_default_str();
   app.add_flag("--autocast-log", c.autocast_log, "print what autocast did to each op until the first evaluation");

@@ -20,7 +20,7 @@
 #include "optim/optim.h"
 #include "tensor/threads.h"
 #include "trainer_support.h"
-#include "training_checkpoint.h"
+#include "training_state.h"
 
 namespace gpt {
 using namespace ampgrad;
@@ -114,9 +114,9 @@ std::vector<int64_t> generate(GPT& model, std::vector<int64_t> ids, int64_t n, d
   return ids;
 }
 
-// ---- checkpoints
+// ---- saved states
 
-// A checkpoint's model must be this run's: the same shapes, and token ids that mean the same
+// A saved state's model must be this run's: the same shapes, and token ids that mean the same
 // bytes (the text's vocabulary, as hex).
 static std::map<std::string, std::string> model_settings(const GPTConfig& m, const CharText& text) {
   static const char* hex = "0123456789abcdef";
@@ -128,7 +128,7 @@ static std::map<std::string, std::string> model_settings(const GPTConfig& m, con
 
 // The settings that decide the batches, the schedule's shape and the steps' arithmetic: another
 // value makes a resumed run other than the one it continues, which the log then says. (The rates
-// and weight decay come back from the checkpoint, whatever the flags say.)
+// and weight decay come back from the saved state, whatever the flags say.)
 static std::map<std::string, std::string> run_settings(const TrainConfig& c) {
   auto number = [](auto v) { return examples::exact(double(v)); };
   return {{"text", c.text_path},
@@ -217,12 +217,12 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   auto model = std::make_shared<GPT>(mc);
   model->to(device);
   // --ddp: this rank's replica (rank 0's weights, gradients averaged in backward); every rank
-  // draws the same global batch and trains on its rows, so rank 0's checkpoint resumes them all
+  // draws the same global batch and trains on its rows, so rank 0's saved state resumes them all
   const std::shared_ptr<nn::Module> replica = c.ddp ? examples::data_parallel::wrap(model) : model;
   const int64_t ranks = c.ddp ? examples::data_parallel::ranks() : 1;
   AMPGRAD_CHECK(c.batch_size % ranks == 0, "--batch-size " << c.batch_size << " must be a multiple of the " << ranks << " ranks");
   AMPGRAD_CHECK(!c.ddp || c.model.dropout == 0, "--ddp with --dropout " << c.model.dropout << ": every rank would draw the same dropout "
-                                                "masks (one generator state, restored from rank 0's checkpoint); use --dropout 0");
+                                                "masks (one generator state, restored from rank 0's saved state); use --dropout 0");
   AMPGRAD_CHECK(c.checkpoint_segments >= 0 && c.checkpoint_segments <= mc.n_layer,
                 "--checkpoint must be in [0, " << mc.n_layer << "] (the number of layers), got " << c.checkpoint_segments);
   optim::AdamW opt(adamw_groups(*model, c));
@@ -258,17 +258,17 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   Tensor skipped = zeros({}, TensorOptions().device(device));  // summed where found_inf lives
   int64_t first_step = 1;
   if (!c.resume_path.empty()) {
-    const examples::TrainingCheckpoint ck(c.resume_path);
+    const examples::TrainingState ck(c.resume_path);
     for (auto& [k, v] : model_settings(mc, text))
-      AMPGRAD_CHECK(ck.meta(k) == v, c.resume_path << ": the checkpoint's model has another " << k
+      AMPGRAD_CHECK(ck.meta(k) == v, c.resume_path << ": the saved state's model has another " << k
                                                    << (k == "vocab" ? " (it was trained on " + ck.meta("text") + ")" : ": " + ck.meta(k) + ", this run's " + v));
     const int64_t done = ck.integer("step", 1);
-    AMPGRAD_CHECK(done < last_step, c.resume_path << ": the checkpoint is after step " << done << "; this run ends at step " << last_step
+    AMPGRAD_CHECK(done < last_step, c.resume_path << ": the saved state is after step " << done << "; this run ends at step " << last_step
                                                   << " (--steps, --stop-after), so there is nothing left to train");
     ck.warn_if_changed(run_settings(c), log);
     ck.restore(*model, opt, scaler, &schedule, log);
     AMPGRAD_CHECK(schedule.last_epoch() == done,
-                  c.resume_path << ": the schedule's epoch " << schedule.last_epoch() << " is not the checkpoint's step " << done);
+                  c.resume_path << ": the schedule's epoch " << schedule.last_epoch() << " is not the saved state's step " << done);
     default_generator().set_state(ck.generator("rng.default"));
     batches.set_state(ck.generator("rng.batches"));
     skipped.fill_(double(ck.integer("skipped_steps", 0, done)));
@@ -335,7 +335,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
         meta["rng.default"] = default_generator().get_state().to_string();
         meta["rng.batches"] = batches.get_state().to_string();
         examples::warn_if_nonfinite(*model, c.save_path, log);
-        examples::save_training_checkpoint(c.save_path, *model, opt, scaler, &schedule, meta);
+        examples::save_training_state(c.save_path, *model, opt, scaler, &schedule, meta);
       }
       t0 = Clock::now();
     }

@@ -46,8 +46,8 @@ struct TrainConfig {
   int64_t sample_chars = 300;       // generated after training (0: none)
   double temperature = 0.8;
   std::string metrics_path;
-  std::string save_path;            // a checkpoint, rewritten at every evaluation
-  std::string resume_path;          // continue a run from its checkpoint, exactly
+  std::string save_path;            // a saved state, rewritten at every evaluation
+  std::string resume_path;          // continue a run from its saved state, exactly
   int64_t stop_after = 0;           // stop after this step (0: steps), as a time-limited job would
   bool autocast_log = false;           // print what autocast did to each op over the first evaluation interval
   bool profile = false;             // print where that interval's time went, kernel by kernel

@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
       ->check(real_number(0))->capture_default_str();
   app.add_option("--limit-train", c.limit_train, "use only the first N training samples")->check(whole_number(1));
   app.add_option("--limit-test", c.limit_test, "use only the first N test samples")->check(whole_number(1));
-  app.add_option("--save", c.save_path, "checkpoint (safetensors), written after every epoch");
-  app.add_option("--resume", c.resume_path, "continue from a checkpoint");
+  app.add_option("--save", c.save_path, "saved state (safetensors), written after every epoch");
+  app.add_option("--resume", c.resume_path, "continue from a saved state");
   app.add_option("--metrics", c.metrics_path, "per-epoch CSV (plot it with scripts/plot-metrics.sh)");
   app.add_option("--scale-history", c.scale_history_path, "per-step GradScaler CSV: iteration, scale, found_inf");
   app.add_flag("--autocast-log", c.autocast_log, "print what autocast did to each op in the first epoch");

@@ -23,7 +23,7 @@
 #include "tensor/memory_stats.h"
 #include "tensor/threads.h"
 #include "trainer_support.h"
-#include "training_checkpoint.h"
+#include "training_state.h"
 
 namespace mnist {
 using namespace ampgrad;
@@ -49,9 +49,9 @@ static data::Dataset first(data::Dataset d, int64_t n) {
   return {d.images.narrow(0, 0, n).contiguous(), d.labels.narrow(0, 0, n).contiguous()};
 }
 
-// ---- checkpoints: model and optimizer tensors plus metadata, in one safetensors file ----
+// ---- saved states: model and optimizer tensors plus metadata, in one safetensors file ----
 
-// The settings that decide which samples make up each batch and step, as checkpoint metadata.
+// The settings that decide which samples make up each batch and step, as metadata.
 static std::map<std::string, std::string> data_order(const TrainConfig& c) {
   return {{"seed", std::to_string(c.seed)}, {"dataset", c.dataset}, {"batch_size", std::to_string(c.batch_size)},
           {"accum_steps", std::to_string(c.accum_steps)}, {"limit_train", std::to_string(c.limit_train)}};
@@ -74,17 +74,17 @@ static void save_checkpoint(const std::string& path, const TrainConfig& c, int e
   std::map<std::string, std::string> meta{{"epoch", std::to_string(epochs_done)}, {"model", c.model}, {"optimizer", c.optimizer},
                                           {"amp", c.amp}};
   for (auto& [k, v] : data_order(c)) meta[k] = v;
-  examples::save_training_checkpoint(path, model, opt, scaler, nullptr, meta);
+  examples::save_training_state(path, model, opt, scaler, nullptr, meta);
 }
 
-// Returns the number of epochs the checkpoint had completed. Settings that change the batches
-// from here on, if they differ from the checkpoint's, are named in the log: the run is then no
+// Returns the number of epochs the saved state had completed. Settings that change the batches
+// from here on, if they differ from the saved state's, are named in the log: the run is then no
 // longer the one an uninterrupted run would have been.
 static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Module& model, optim::Optimizer& opt,
                            amp::GradScaler& scaler, std::ostream& log) {
-  const examples::TrainingCheckpoint ck(path);
+  const examples::TrainingState ck(path);
   AMPGRAD_CHECK(ck.meta("model") == c.model && ck.meta("optimizer") == c.optimizer,
-                path << ": checkpoint is of model=" << ck.meta("model") << " optimizer=" << ck.meta("optimizer") << ", this run uses model="
+                path << ": saved state is of model=" << ck.meta("model") << " optimizer=" << ck.meta("optimizer") << ", this run uses model="
                      << c.model << " optimizer=" << c.optimizer);
   ck.warn_if_changed(data_order(c), log);
   ck.restore(model, opt, scaler, nullptr, log);

@@ -1,7 +1,7 @@
 // trainer.h — the MNIST training loop: one AMP training step as PyTorch's recipe writes it
 // (zero grads, autocast forward, scaled backward, scaler step, scaler update), with gradient
 // accumulation, clipping, an input-gradient penalty (a second derivative, under AMP), evaluation
-// (with an FGSM attack, to see what the penalty buys), metrics, and safetensors checkpoints that
+// (with an FGSM attack, to see what the penalty buys), metrics, and safetensors saved states that
 // resume bit-exactly.
 // The CLI (main.cpp) only fills a TrainConfig; tests call train() directly.
 #pragma once

@@ -1,9 +1,9 @@
-// fuzz_safetensors.cpp — libFuzzer harness for the safetensors loader (data/checkpoint.h). A file
+// fuzz_safetensors.cpp — libFuzzer harness for the safetensors loader (data/safetensors.h). A file
 // that loads must also save and load again to the same names, dtypes, shapes, bits and metadata:
 // whatever the reader accepts, the writer must be able to write.
 #include <cstring>
 
-#include "data/checkpoint.h"
+#include "data/safetensors.h"
 #include "fuzz_input.h"
 
 using namespace ampgrad;

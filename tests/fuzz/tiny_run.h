@@ -1,6 +1,6 @@
-// tiny_run.h — the small training run whose checkpoints fuzz_training_checkpoint restores and
-// whose real checkpoints seed its corpus: a 4-3-2 MLP, SGD with momentum or AdamW, an enabled
-// GradScaler and a StepLR schedule, all the state a trainer's checkpoint holds, at toy size.
+// tiny_run.h — the small training run whose saved states fuzz_training_state restores and
+// whose real saved states seed its corpus: a 4-3-2 MLP, SGD with momentum or AdamW, an enabled
+// GradScaler and a StepLR schedule, all the state a trainer's saved state holds, at toy size.
 #pragma once
 #include <memory>
 #include <string>

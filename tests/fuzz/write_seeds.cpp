@@ -1,16 +1,16 @@
 // write_seeds.cpp — the fuzzers' seed corpora, written by the library itself so that every seed
 // is a file the loaders accept: `fuzz_write_seeds DIR` fills DIR/idx, DIR/safetensors and
-// DIR/training_checkpoint.
+// DIR/training_state.
 #include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
-#include "data/checkpoint.h"
+#include "data/safetensors.h"
 #include "data/idx.h"
 #include "tiny_run.h"
-#include "training_checkpoint.h"
+#include "training_state.h"
 
 using namespace ampgrad;
 namespace fs = std::filesystem;
@@ -45,21 +45,21 @@ static void training_seeds(const fs::path& dir) {
   for (const char* optimizer : {"sgd", "adamw"}) {
     fuzz::TinyRun run(optimizer);
     for (int i = 0; i < 3; ++i) run.step();
-    examples::save_training_checkpoint(dir / (std::string(optimizer) + ".safetensors"), *run.model, *run.opt, run.scaler, run.schedule.get(),
+    examples::save_training_state(dir / (std::string(optimizer) + ".safetensors"), *run.model, *run.opt, run.scaler, run.schedule.get(),
                                        {{"step", "3"}, {"optimizer", optimizer}, {"seed", "0"}, {"batch_size", "2"}});
   }
 }
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::cerr << "usage: " << argv[0] << " DIR  (writes DIR/idx, DIR/safetensors, DIR/training_checkpoint)\n";
+    std::cerr << "usage: " << argv[0] << " DIR  (writes DIR/idx, DIR/safetensors, DIR/training_state)\n";
     return 2;
   }
   const fs::path root = argv[1];
-  for (const char* sub : {"idx", "safetensors", "training_checkpoint"}) fs::create_directories(root / sub);
+  for (const char* sub : {"idx", "safetensors", "training_state"}) fs::create_directories(root / sub);
   idx_seeds(root / "idx");
   safetensors_seeds(root / "safetensors");
-  training_seeds(root / "training_checkpoint");
+  training_seeds(root / "training_state");
   std::cout << "seeds written under " << root << "\n";
   return 0;
 }

@@ -1,19 +1,19 @@
-// training_checkpoint.h — what the MNIST and GPT trainers save so that a run resumes exactly: the
+// training_state.h — what the MNIST and GPT trainers save so that a run resumes exactly: the
 // model's state_dict ("model.*" tensors), the optimizer's parameter groups and state
 // ("optimizer.*" tensors and metadata), the GradScaler's state ("scaler.*"), the learning-rate
 // schedule's if there is one ("scheduler.*") and the trainer's own metadata (progress, settings,
-// generator states), in one safetensors file written atomically (data/checkpoint.h).
+// generator states), in one safetensors file written atomically (data/safetensors.h).
 //
-//   save_training_checkpoint(path, model, opt, scaler, &schedule, {{"step", "500"}});
-//   TrainingCheckpoint ck(path);           // reads and checks the file, loads nothing yet
-//   ck.warn_if_changed(settings, log);     // the run's settings against the checkpoint's
+//   save_training_state(path, model, opt, scaler, &schedule, {{"step", "500"}});
+//   TrainingState ck(path);           // reads and checks the file, loads nothing yet
+//   ck.warn_if_changed(settings, log);     // the run's settings against the saved state's
 //   ck.restore(model, opt, scaler, &schedule, log);
 //   const int64_t step = ck.integer("step", 1);
 //
 // What restore refuses, naming the file and the key: a tensor under no known prefix, a model
 // tensor of another dtype than the model's (PyTorch would cast it), a floating tensor holding inf
 // or NaN (refused, not loaded with a warning: training on would save it again into every later
-// checkpoint), an optimizer option outside the bounds its flag allows, and a loss scale that is 0
+// saved state), an optimizer option outside the bounds its flag allows, and a loss scale that is 0
 // or inf in float32.
 #pragma once
 #include <map>
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "amp/grad_scaler.h"
-#include "data/checkpoint.h"
+#include "data/safetensors.h"
 #include "nn/module.h"
 #include "optim/lr_scheduler.h"
 #include "tensor/random.h"
@@ -29,12 +29,12 @@
 namespace ampgrad::examples {
 
 // schedule may be null (a run without one).
-void save_training_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& opt, const amp::GradScaler& scaler,
+void save_training_state(const std::string& path, const nn::Module& model, const optim::Optimizer& opt, const amp::GradScaler& scaler,
                               const optim::LRScheduler* schedule, std::map<std::string, std::string> meta);
 
-class TrainingCheckpoint {
+class TrainingState {
  public:
-  explicit TrainingCheckpoint(std::string path);
+  explicit TrainingState(std::string path);
   bool has(const std::string& key) const { return file_.metadata.count(key) > 0; }
   const std::string& meta(const std::string& key) const;  // an Error naming the file if absent
   double number(const std::string& key) const;            // meta(key) as a number, or an Error
@@ -42,16 +42,16 @@ class TrainingCheckpoint {
   int64_t integer(const std::string& key, int64_t lo, int64_t hi = INT64_MAX) const;
   Generator::State generator(const std::string& key) const;  // a generator's state, or an Error naming the file and key
 
-  // Names in the log each of `settings` (key → this run's value) that the checkpoint holds with
+  // Names in the log each of `settings` (key → this run's value) that the saved state holds with
   // another value: settings that make the continued run differ from an uninterrupted one.
   void warn_if_changed(const std::map<std::string, std::string>& settings, std::ostream& log) const;
 
   // Strict loads of the model, the optimizer and the schedule (if not null): as in PyTorch the
-  // checkpoint's options and rates replace the ones this run was made with, and the log names
+  // saved state's options and rates replace the ones this run was made with, and the log names
   // each that changed (the base rates, with a schedule, which sets the live ones from them).
-  // The scaler's state loads if both the checkpoint and this run have a scaler; otherwise the
+  // The scaler's state loads if both the saved state and this run have a scaler; otherwise the
   // log says what happens to it (a run saved without one, resumed under fp16, starts a fresh one;
-  // a checkpoint's scaler resumed without --amp fp16 is left unused).
+  // a saved state's scaler resumed without --amp fp16 is left unused).
   void restore(nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler, optim::LRScheduler* schedule, std::ostream& log) const;
 
  private:

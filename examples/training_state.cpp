@@ -1,5 +1,5 @@
-// training_checkpoint.cpp — the file layout of a training checkpoint, both ways.
-#include "training_checkpoint.h"
+// training_state.cpp — the file layout of a training state, both ways.
+#include "training_state.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +17,7 @@ std::string exact(double value) {
   return s.str();
 }
 
-void save_training_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& opt, const amp::GradScaler& scaler,
+void save_training_state(const std::string& path, const nn::Module& model, const optim::Optimizer& opt, const amp::GradScaler& scaler,
                               const optim::LRScheduler* schedule, std::map<std::string, std::string> meta) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (auto& [k, t] : model.state_dict()) tensors.emplace_back("model." + k, t);
@@ -30,42 +30,42 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model, 
   data::save_safetensors(path, tensors, meta);
 }
 
-TrainingCheckpoint::TrainingCheckpoint(std::string path) : path_(std::move(path)), file_(data::load_safetensors(path_)) {}
+TrainingState::TrainingState(std::string path) : path_(std::move(path)), file_(data::load_safetensors(path_)) {}
 
-const std::string& TrainingCheckpoint::meta(const std::string& key) const {
+const std::string& TrainingState::meta(const std::string& key) const {
   auto it = file_.metadata.find(key);
-  AMPGRAD_CHECK(it != file_.metadata.end(), path_ << ": checkpoint metadata has no '" << key << "'");
+  AMPGRAD_CHECK(it != file_.metadata.end(), path_ << ": metadata has no '" << key << "'");
   return it->second;
 }
 
-double TrainingCheckpoint::number(const std::string& key) const {
+double TrainingState::number(const std::string& key) const {
   const std::string& text = meta(key);
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  AMPGRAD_CHECK(!text.empty() && *end == '\0', path_ << ": checkpoint metadata '" << key << "' is '" << text << "', not a number");
+  AMPGRAD_CHECK(!text.empty() && *end == '\0', path_ << ": metadata '" << key << "' is '" << text << "', not a number");
   return v;
 }
 
-int64_t TrainingCheckpoint::integer(const std::string& key, int64_t lo, int64_t hi) const {
-  return checked_int64(number(key), path_ + ": checkpoint metadata '" + key + "'", lo, hi);
+int64_t TrainingState::integer(const std::string& key, int64_t lo, int64_t hi) const {
+  return checked_int64(number(key), path_ + ": metadata '" + key + "'", lo, hi);
 }
 
-Generator::State TrainingCheckpoint::generator(const std::string& key) const {
+Generator::State TrainingState::generator(const std::string& key) const {
   try {
     return Generator::State::from_string(meta(key));
   } catch (const Error& e) {
-    throw Error(path_ + ": checkpoint metadata '" + key + "': " + e.what());
+    throw Error(path_ + ": metadata '" + key + "': " + e.what());
   }
 }
 
-std::map<std::string, double> TrainingCheckpoint::numbers_under(const std::string& prefix) const {
+std::map<std::string, double> TrainingState::numbers_under(const std::string& prefix) const {
   std::map<std::string, double> out;
   for (auto& [k, v] : file_.metadata)
     if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = number(k);
   return out;
 }
 
-void TrainingCheckpoint::warn_if_changed(const std::map<std::string, std::string>& settings, std::ostream& log) const {
+void TrainingState::warn_if_changed(const std::map<std::string, std::string>& settings, std::ostream& log) const {
   for (auto& [k, v] : settings)
     if (has(k) && meta(k) != v)
       log << "warning: " << path_ << " was trained with " << k << "=" << meta(k) << ", this run uses " << k << "=" << v
@@ -94,14 +94,14 @@ static int64_t first_non_finite(const Tensor& t) {
 static void check_optimizer_options(const std::string& path, const std::map<std::string, double>& scalars) {
   const std::pair<const char*, double> at_most_one[] = {{".momentum", 1}, {".dampening", 1}, {".beta1", 1}, {".beta2", 1}};
   for (const auto& [k, v] : scalars) {
-    AMPGRAD_CHECK(std::isfinite(v), path << ": checkpoint metadata 'optimizer." << k << "' is " << v << ", not a finite number");
+    AMPGRAD_CHECK(std::isfinite(v), path << ": metadata 'optimizer." << k << "' is " << v << ", not a finite number");
     for (const auto& [suffix, hi] : at_most_one)
       if (k.ends_with(suffix) || k == suffix + 1)  // "param_groups.0.momentum", or a one-group file's "momentum"
-        AMPGRAD_CHECK(v >= 0 && v <= hi, path << ": checkpoint metadata 'optimizer." << k << "' is " << v << ", outside [0, " << hi << "]");
+        AMPGRAD_CHECK(v >= 0 && v <= hi, path << ": metadata 'optimizer." << k << "' is " << v << ", outside [0, " << hi << "]");
   }
 }
 
-void TrainingCheckpoint::restore(nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler, optim::LRScheduler* schedule,
+void TrainingState::restore(nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler, optim::LRScheduler* schedule,
                                  std::ostream& log) const {
   nn::StateDict model_sd;
   optim::OptimizerState os = {numbers_under("optimizer."), {}};
@@ -111,14 +111,14 @@ void TrainingCheckpoint::restore(nn::Module& model, optim::Optimizer& opt, amp::
   for (auto& [k, t] : file_.tensors) {
     const int64_t bad = first_non_finite(t);
     AMPGRAD_CHECK(bad < 0, path_ << ": tensor '" << k << "' holds " << to_vector<double>(t.to(kFloat64))[size_t(bad)] << " at element " << bad
-                                 << ": a checkpoint to resume from must be finite");
+                                 << ": a saved state to resume from must be finite");
     if (k.starts_with("model.")) {
       const auto own = model_dtypes.find(k.substr(6));
       AMPGRAD_CHECK(own == model_dtypes.end() || own->second == t.dtype(),
                     path_ << ": tensor '" << k << "' is " << dtype_name(t.dtype()) << ", the model's is " << dtype_name(own->second));
       model_sd.emplace_back(k.substr(6), t);
     } else {
-      AMPGRAD_CHECK(k.starts_with("optimizer."), path_ << ": tensor '" << k << "' is under no key a training checkpoint holds (model., optimizer.)");
+      AMPGRAD_CHECK(k.starts_with("optimizer."), path_ << ": tensor '" << k << "' is under no key a training state holds (model., optimizer.)");
       os.tensors.emplace_back(k.substr(10), t);
     }
   }
@@ -137,7 +137,7 @@ void TrainingCheckpoint::restore(nn::Module& model, optim::Optimizer& opt, amp::
   const std::map<std::string, double> scaler_sd = numbers_under("scaler.");
   if (scaler_sd.count("scale")) {
     const float scale = float(scaler_sd.at("scale"));  // what the scaler holds
-    AMPGRAD_CHECK(scale > 0 && std::isfinite(scale), path_ << ": checkpoint metadata 'scaler.scale' is " << scaler_sd.at("scale")
+    AMPGRAD_CHECK(scale > 0 && std::isfinite(scale), path_ << ": metadata 'scaler.scale' is " << scaler_sd.at("scale")
                                                            << ", which is " << scale << " in float32: a loss scale must be > 0 and finite");
   }
   if (scaler.is_enabled() && !scaler_sd.empty()) scaler.load_state_dict(scaler_sd);

@@ -1,4 +1,4 @@
-// test_checkpoint.cpp — safetensors: bit-exact round trips of every dtype, a file checked
+// test_safetensors.cpp — safetensors: bit-exact round trips of every dtype, a file checked
 // against the format byte for byte, files from other writers, corrupt and truncated files, and
 // atomic saving (a failed save leaves the old file as it was, and no temporary behind).
 #include <doctest/doctest.h>
@@ -16,7 +16,7 @@
 #include <random>
 
 #include "autograd/ops.h"
-#include "data/checkpoint.h"
+#include "data/safetensors.h"
 
 using namespace ampgrad;
 using namespace ampgrad::data;
@@ -304,5 +304,5 @@ TEST_CASE("a save removes the temporaries that killed saves of the same path lef
   CHECK(fs::exists(live));
   CHECK(fs::exists(other));
   CHECK(fs::exists(unlike));
-  CHECK(dir.entries() == 4);  // the checkpoint and the three kept
+  CHECK(dir.entries() == 4);  // the saved state and the three kept
 }

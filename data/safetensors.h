@@ -1,4 +1,4 @@
-// checkpoint.h — tensors to and from safetensors files, the format Hugging Face reads:
+// safetensors.h — tensors to and from safetensors files, the format Hugging Face reads:
 //   8 bytes    N, the header length, unsigned little-endian
 //   N bytes    JSON: {"__metadata__": {str: str}, name: {"dtype", "shape", "data_offsets": [begin, end]}, ...}
 //              padded with spaces to a multiple of 8 bytes, so the data that follows is aligned

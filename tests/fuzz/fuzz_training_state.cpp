@@ -1,5 +1,5 @@
-// fuzz_training_checkpoint.cpp — libFuzzer harness for the training-checkpoint restore
-// (examples/training_checkpoint.h) as the trainers use it: open, compare settings, restore the
+// fuzz_training_state.cpp — libFuzzer harness for the training-state restore
+// (examples/training_state.h) as the trainers use it: open, compare settings, restore the
 // model, optimizer, scaler and schedule the checkpoint names, read the step; then the restored
 // run must take a step. A restored scaler whose scale is not positive and finite would skip
 // every later step without a word, so that is a finding too.
@@ -10,14 +10,14 @@
 
 #include "fuzz_input.h"
 #include "tiny_run.h"
-#include "training_checkpoint.h"
+#include "training_state.h"
 
 using namespace ampgrad;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch_path("training.safetensors");
   fuzz::new_input(path, data, size);
-  std::optional<examples::TrainingCheckpoint> ck;
+  std::optional<examples::TrainingState> ck;
   std::string optimizer;
   if (fuzz::refused([&] { optimizer = ck.emplace(path).meta("optimizer"); })) return 0;
   if (optimizer != "sgd" && optimizer != "adamw") return 0;

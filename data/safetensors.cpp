@@ -1,6 +1,6 @@
-// checkpoint.cpp — safetensors writing (header JSON, space padding, raw bytes, atomic rename)
+// safetensors.cpp — safetensors writing (header JSON, space padding, raw bytes, atomic rename)
 // and reading (every header field checked before a byte of data is trusted).
-#include "data/checkpoint.h"
+#include "data/safetensors.h"
 
 #include <algorithm>
 #include <bit>
