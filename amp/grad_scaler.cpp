@@ -73,9 +73,13 @@ StepResult GradScaler::step(optim::Optimizer& optimizer) {
   PerOptimizer& st = per_optimizer_[&optimizer];
   AMPGRAD_CHECK(st.stage != Stage::stepped, "step() has already been called since the last update().");
   if (st.stage == Stage::ready) unscale_(optimizer);
-  // Whether to step at all is decided where found_inf lives: read here on the CPU, inside the
-  // fused kernel on a GPU (no host sync).
-  optimizer.step_if_finite(st.found_inf);
+  // The skip. On the CPU the flag is read here and an inf/NaN gradient means no step at all; on a
+  // GPU the fused optimizer kernel reads it where it lives and does nothing (no host sync).
+  if (st.found_inf.device().is_cpu()) {
+    if (*st.found_inf.data_ptr<float>() == 0.f) optimizer.step();
+  } else {
+    optimizer.step_if_finite(st.found_inf);
+  }
   st.stage = Stage::stepped;
   return StepResult(st.found_inf);
 }

@@ -7,10 +7,37 @@
 # and docs/features.md's "Every op" list against the same ops.
 # Each finding names the doc, its line and what is missing. Run by .ci/run after the build.
 #
+# It also holds the counts the docs state about the code: the README tour's files and lines (the
+# definitions each hop names, in the file before them), "N library files" beside an op (what
+# `git grep -lw` finds), and the scripts "Checking it" lists against .ci/run's steps.
+#
 #   scripts/check-docs.sh                  # uses build/examples/mnist for the policy table
 #   MNIST=build-x/examples/mnist scripts/check-docs.sh
+#   scripts/check-docs.sh --self-test      # plants a wrong count, pair and step in a README copy: each must be caught
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --self-test ]; then
+  copy=$(mktemp)
+  trap 'rm -f "$copy" "$copy.out"' EXIT
+  failed=0
+  # plant SED EXPECTED: the README with SED applied must fail, saying EXPECTED
+  plant() {
+    sed "$1" README.md >"$copy"
+    if CHECK_DOCS_README=$copy "$0" >"$copy.out" 2>&1 || ! grep -qF "$2" "$copy.out"; then
+      echo "check-docs self-test: planted '$1', expected \"$2\"; got:"; tail -3 "$copy.out"; failed=1
+    else
+      echo "check-docs self-test: caught '$1': $(grep -F "$2" "$copy.out" | head -1)"
+    fi
+  }
+  plant 's/in 10 files and [0-9]* lines/in 10 files and 430 lines/' "the tour says 430 lines"
+  plant 's/in 10 files and/in 9 files and/' "the tour says 9 files"
+  plant 's/`autograd\/linalg.cpp`, `linear`/`autograd\/linalg.cpp`, `linear_3d`/' "does not define it"
+  plant 's/a composite: 2 library files/a composite: 3 library files/' "says silu is in 3 library files"
+  plant 's/`amp\/grad_scaler.cpp`, `GradScaler::scale`/`amp\/scale_math.h`, `GradScaler::scale`/' "which does not define it"
+  plant 's/`scripts\/smoke.sh`, //' "leaves out 'scripts/smoke.sh'"
+  plant 's/(`autograd\/node.h`, `Catches`)/(`autograd\/node.h`, `Throws`)/' "puts 'Throws' in 'autograd/node.h'"
+  exit $failed
+fi
 mnist=${MNIST:-build/examples/mnist}
 [ -x "$mnist" ] || { echo "check-docs: $mnist is not built (scripts/build.sh mnist)" >&2; exit 2; }
 "$mnist" --amp-policy >/tmp/check-docs-policy.$$ 2>&1 || { echo "check-docs: $mnist --amp-policy failed" >&2; exit 2; }
@@ -20,6 +47,9 @@ python3 - /tmp/check-docs-policy.$$ <<'EOF'
 import os, re, subprocess, sys
 
 docs = ["README.md"] + sorted("docs/" + f for f in os.listdir("docs") if f.endswith(".md"))
+# CHECK_DOCS_README reads README.md's text from another file (the self-test's planted copies)
+def doc_file(doc):
+    return os.environ.get("CHECK_DOCS_README", doc) if doc == "README.md" else doc
 tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True, check=True).stdout.split()
 tracked_set = set(tracked)
 folders = {os.path.dirname(p) for p in tracked}
@@ -71,15 +101,17 @@ def text_of(path):
 
 for doc in docs:
     in_code = cpp = False
-    for n, line in enumerate(open(doc), 1):
+    for n, line in enumerate(open(doc_file(doc)), 1):
         if line.lstrip().startswith("```"):
             in_code, cpp = not in_code, line.strip() == "```cpp"
             continue
         if cpp:  # a C++ block quotes or uses the library: every name in it must exist (comments aside)
             for word in set(re.findall(r"[A-Za-z_]\w*", re.sub(r'//.*|"[^"]*"', "", line))) - source_words:
                 say(doc, n, f"its C++ block names '{word}', which no source file has")
-        # `name` in `file`: the file must hold the name
-        for name, path in re.findall(r"`([A-Za-z_][\w:~]*)(?:\(\))?` in `([\w./-]+)`", line):
+        # `name` in `file`, and `file`, `name`: the file must hold the name
+        pairs = re.findall(r"`([A-Za-z_][\w:~]*)(?:\(\))?` in `([\w./-]+)`", line)
+        pairs += [(name, path) for path, name in re.findall(r"`([\w./-]+\.(?:h|cpp|cu|cuh|inc|def))`, `([A-Za-z_][\w:~]*)(?:\(\))?`", line)]
+        for name, path in pairs:
             if path not in tracked_set:
                 continue
             *qualifier, last = name.split("::")
@@ -128,6 +160,91 @@ for doc in docs:
         for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", " ".join(spans)):
             if flag not in flags_known and flag not in foreign_flags:
                 say(doc, n, f"names the flag '{flag}', which no program, script or build file has")
+
+# ---- counts the docs state about the code ----
+def definition_lines(path, name):
+    """The lines of name's definition in path (a function, struct, macro or a list's row), or 0."""
+    lines = open(path, errors="replace").read().split("\n")
+    *qual, last = name.split("::")
+    full = re.escape(name) if qual else r"(?<![\w:])" + re.escape(last)
+    starts = [r"^#define\s+" + re.escape(last) + r"\(",                                   # a macro
+              r"^[A-Z_]+\(\s*(?:\w+,\s*)?" + re.escape(last) + r"\s*,",                    # a row of ops.def or primitives.inc
+              r"^(?:struct|class)\s+" + re.escape(last) + r"\b[^;]*$",                     # a struct
+              r"^(?![\s/#]).*" + full + r"\s*\("]                                          # a function, defined at column 0
+    for i, text in enumerate(lines):
+        if not any(re.search(p, text) for p in starts) or text.rstrip().endswith(";"):
+            continue
+        if text.startswith("#define"):
+            j = i
+            while lines[j].rstrip().endswith("\\"):
+                j += 1
+            return j - i + 1
+        if re.match(r"^[A-Z_]+\(", text) and not text.startswith(("struct", "class")):
+            j, depth = i, 0
+            while True:
+                depth += lines[j].count("(") - lines[j].count(")")
+                if depth <= 0:
+                    return j - i + 1
+                j += 1
+        j, depth, opened = i, 0, False
+        while j < len(lines):
+            code = code_of(lines[j])
+            depth += code.count("{") - code.count("}")
+            opened |= "{" in code
+            if opened and depth <= 0:
+                return j - i + 1
+            if not opened and code.rstrip().endswith(";"):
+                break
+            j += 1
+    return 0
+
+readme = open(doc_file("README.md")).read().split("\n")
+# The tour: "**The AMP step in N files and M lines**", then its hops, each `file`, `name`, `name` ...:
+# every name defined in the file before it, N the files named, M their definitions' lines (within 5%).
+for at, text in enumerate(readme, 1):
+    m = re.search(r"\*\*The AMP step in (\d+) files and (\d+) lines\*\*", text)
+    if not m:
+        continue
+    files, total, current = [], 0, None
+    i = at
+    while i < len(readme) and not re.match(r"^\d+\. ", readme[i]):
+        i += 1
+    while i < len(readme) and (re.match(r"^\d+\. ", readme[i]) or readme[i].startswith("   ")):
+        for token in re.findall(r"`([^`]+)`", readme[i]):
+            if token in tracked_set:
+                current = token
+                files.append(token)
+            elif re.fullmatch(r"[A-Za-z_][\w:~]*", token) and current:
+                n = definition_lines(current, token)
+                if n == 0:
+                    say("README.md", i + 1, f"the tour reads '{token}' in '{current}', which does not define it")
+                total += n
+        i += 1
+    if len(set(files)) != int(m.group(1)):
+        say("README.md", at, f"the tour says {m.group(1)} files; its hops name {len(set(files))}")
+    if abs(total - int(m.group(2))) > 0.05 * total:
+        say("README.md", at, f"the tour says {m.group(2)} lines; its hops' definitions hold {total}")
+
+# "`op(...)`..., N library files": the files `git grep -lw op` finds in the library
+library_dirs = ["tensor", "autograd", "amp", "nn", "optim", "data", "distributed", "diagnostics"]
+for doc in docs:
+    for n, line in enumerate(open(doc_file(doc)), 1):
+        for op, count in re.findall(r"`(\w+)(?:\([^`]*\))?`[^`]*?\b(\d+) library files?\b", line):
+            found = subprocess.run(["git", "grep", "-lw", op, "--"] + library_dirs, capture_output=True, text=True).stdout.split()
+            found = [f for f in found if "/tests/" not in f]
+            if len(found) != int(count):
+                say(doc, n, f"says {op} is in {count} library files; git grep -lw finds {len(found)} ({' '.join(found)})")
+
+# The README's list of what .ci/run runs: the same scripts as its steps
+ci_scripts = set(re.findall(r"^step\s+(?:env\s+\S+\s+)?(scripts/[\w.-]+)", open(".ci/run").read(), re.M))
+section = "\n".join(readme)
+checking = re.search(r"^## Checking it\n(.*?)(?=^## )", section, re.S | re.M)
+listed_scripts = set(re.findall(r"(scripts/[\w.-]+\.sh)", checking.group(1))) if checking else set()
+at = section[: checking.start()].count("\n") + 1 if checking else 0
+for script in sorted(ci_scripts - listed_scripts):
+    say("README.md", at, f"'Checking it' leaves out '{script}', which .ci/run runs")
+for script in sorted(listed_scripts - ci_scripts):
+    say("README.md", at, f"'Checking it' lists '{script}', which .ci/run does not run")
 
 # docs/amp-policy.md's table against the one tensor/ops.def generates
 printed = {}

@@ -60,8 +60,7 @@ int main(int argc, char** argv) {
       c.sample_chars = 0;
       c.save_path.clear(), c.metrics_path.clear(), c.profile_trace.clear();
     }
-    gpt::TrainResult r = gpt::train(c, *log);
-    if (!r.sample.empty()) std::cout << "--- sample (" << c.sample_chars << " characters, temperature " << c.temperature << ") ---\n" << r.sample << "\n";
+    gpt::train(c, *log);  // the sample, if any, printed to the log as it is drawn
   } catch (const std::exception& e) {
     print_error("gpt", e);
     if (c.ddp) ampgrad::examples::data_parallel::abort_all(1);

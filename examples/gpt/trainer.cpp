@@ -1,4 +1,5 @@
-// trainer.cpp — the GPT's training loop. Read train() top to bottom: it is the whole recipe.
+// trainer.cpp — the GPT's training: train() sets a run up and loops; train_step() is the whole AMP
+// recipe of one step. The text and sampling are text.cpp's.
 #include "gpt/trainer.h"
 
 #include <unistd.h>
@@ -6,15 +7,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
-#include "data/input_file.h"
 #include "data_parallel.h"
 #include "output_files.h"
 #include "optim/optim.h"
@@ -26,92 +24,9 @@ namespace gpt {
 using namespace ampgrad;
 using Clock = std::chrono::steady_clock;
 
-// ---- the text, as byte tokens
-
-// The bytes become token ids where they lie; the last tenth is then copied out as the validation split.
-static CharText tokenize(std::vector<unsigned char> bytes, const std::string& name) {
-  CharText t;
-  bool seen[256] = {};
-  for (unsigned char ch : bytes) seen[ch] = true;
-  unsigned char id_of[256];
-  for (int b = 0; b < 256; ++b)
-    if (seen[b]) {
-      id_of[b] = (unsigned char)t.vocab.size();
-      t.vocab.push_back((unsigned char)b);
-    }
-  AMPGRAD_CHECK(!t.vocab.empty(), name << ": the text is empty");
-  for (unsigned char& ch : bytes) ch = id_of[ch];
-  const size_t n_train = bytes.size() * 9 / 10;
-  t.val.assign(bytes.begin() + std::ptrdiff_t(n_train), bytes.end());
-  bytes.resize(n_train);
-  t.train = std::move(bytes);
-  return t;
-}
-
-CharText CharText::from_string(const std::string& text, const std::string& name) {
-  return tokenize(std::vector<unsigned char>(text.begin(), text.end()), name);
-}
-
-CharText CharText::load(const std::string& path) {
-  AMPGRAD_CHECK(std::filesystem::exists(path),
-                "cannot read the text " << path << " (the default, from Debian's fortunes package, comes with scripts/install-deps.sh)");
-  // Its type before it is opened: opening a FIFO would wait for a writer, forever.
-  std::vector<unsigned char> bytes(data::input_file_size(path));
-  std::ifstream f(path, std::ios::binary);
-  f.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(bytes.size()));
-  AMPGRAD_CHECK(f && f.gcount() == std::streamsize(bytes.size()), "error reading " << path);
-  return tokenize(std::move(bytes), path);
-}
-
-std::string CharText::decode(const std::vector<int64_t>& ids) const {
-  std::string s;
-  for (int64_t id : ids) s.push_back(char(vocab.at(size_t(id))));
-  return s;
-}
-
-// B random windows of T + 1 tokens from `tokens`: inputs x the first T, targets y the last T,
-// so position t of y is the token that follows x[0..t].   x, y int64 (B, T)
-static std::pair<Tensor, Tensor> get_batch(const std::vector<unsigned char>& tokens, int64_t B, int64_t T, Generator& gen, Device device) {
-  std::vector<int64_t> x(B * T), y(B * T);
-  const int64_t starts = int64_t(tokens.size()) - T;  // windows that fit
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t s = int64_t(gen.uniform() * double(starts));
-    std::copy_n(tokens.begin() + s, T, x.begin() + b * T);
-    std::copy_n(tokens.begin() + s + 1, T, y.begin() + b * T);
-  }
-  return {from_vector(x, {B, T}).to(device), from_vector(y, {B, T}).to(device)};
-}
-
 // Next-token cross-entropy over every position: logits (B, T, V), targets (B, T).
 static Tensor lm_loss(const Tensor& logits, const Tensor& targets) {
   return nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
-}
-
-// ---- generation
-
-std::vector<int64_t> generate(GPT& model, std::vector<int64_t> ids, int64_t n, double temperature, Generator& gen) {
-  AMPGRAD_CHECK(!ids.empty(), "generate: needs at least one token of context");
-  NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
-  const Device device = model.wte->weight.device();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t T = std::min<int64_t>(int64_t(ids.size()), model.config.block_size);  // the context that fits
-    Tensor idx = from_vector(std::vector<int64_t>(ids.end() - T, ids.end()), {1, T}).to(device);
-    Tensor logits = model.forward(idx).select(1, T - 1).select(0, 0).to(kFloat32).to(Device::cpu());  // (V)
-    std::vector<float> l = to_vector<float>(logits);
-    int64_t next = std::max_element(l.begin(), l.end()) - l.begin();
-    if (temperature > 0) {  // inverse-CDF draw from softmax(l / temperature)
-      std::vector<double> p(l.size());
-      double total = 0;
-      for (size_t v = 0; v < l.size(); ++v) total += p[v] = std::exp((l[v] - l[next]) / temperature);
-      double u = gen.uniform() * total;
-      for (next = 0; next + 1 < int64_t(p.size()) && u >= p[next]; ++next) u -= p[next];
-    }
-    ids.push_back(next);
-  }
-  model.train(was_training);
-  return ids;
 }
 
 // ---- saved states
@@ -187,6 +102,118 @@ static void check_fits_in_memory(const GPTConfig& m) {
                                       << "AdamW's two moments), more than this machine's " << physical / (1 << 30) << " GiB of memory");
 }
 
+// What one step reads and updates, made by train() before the first.
+struct Step {
+  const TrainConfig& c;
+  const CharText& text;
+  Device device;
+  examples::AmpSetting precision;
+  GPT& model;
+  nn::Module& replica;  // the model, or under --ddp the replica that averages gradients in backward
+  optim::AdamW& opt;
+  optim::LambdaLR& schedule;
+  amp::GradScaler& scaler;
+  amp::SkipWatch& skips;
+  Generator& batches;
+};
+
+// One optimizer step, the whole AMP recipe: accum_steps micro-batches, each forward under
+// autocast and backward scaled; then unscale, clip, step unless inf/NaN, update the scale.
+// Returns the step's loss (the micro-batches' mean), not read: a read would wait for a GPU.
+static Tensor train_step(const Step& s, int64_t step, Tensor& skipped) {
+  const TrainConfig& c = s.c;
+  s.opt.zero_grad();
+  Tensor loss = zeros({}, TensorOptions().device(s.device));
+  for (int64_t micro = 0; micro < c.accum_steps; ++micro) {
+    auto [x, y] = get_batch(s.text.train, c.batch_size, c.model.block_size, s.batches, s.device);
+    if (c.ddp) x = examples::data_parallel::local_rows(x), y = examples::data_parallel::local_rows(y);
+    // 1. forward under autocast: the GEMMs in 16 bits, the loss (and on CUDA the softmax and
+    //    layer norms) in float32, as the policy table says
+    s.skips.begin_step(x, [&, x = x, y = y] {  // init-captures: clang 14 cannot capture a structured binding
+      examples::Autocast ac(s.device.type, s.precision);
+      return lm_loss(s.model.forward(x, c.checkpoint_segments), y) / double(c.accum_steps);
+    });
+    Tensor micro_loss;
+    {
+      examples::Autocast ac(s.device.type, s.precision);
+      const Tensor logits = c.checkpoint_segments ? s.model.forward(x, c.checkpoint_segments) : s.replica.forward(x);
+      micro_loss = lm_loss(logits, y) / double(c.accum_steps);
+    }
+    // 2. scaled backward: the micro-batches' gradients add up in .grad, to their mean's
+    auto backward = [&] { s.scaler.scale(micro_loss).backward(); };
+    if (c.ddp && micro + 1 < c.accum_steps) examples::data_parallel::without_sync(s.replica, backward);  // reduced with the last
+    else backward();
+    loss = loss + micro_loss.detach();
+  }
+  // 3. once per step: unscale, clip, step unless inf/NaN, update the scale
+  s.scaler.unscale_(s.opt);
+  optim::clip_grad_norm_(s.opt.params(), c.clip_grad);
+  s.skips.check_loss(0, step, loss, s.scaler);  // no epochs: named by step
+  amp::StepResult stepped = s.scaler.step(s.opt);
+  if (stepped.found_inf().defined()) skipped = skipped + stepped.found_inf();
+  s.scaler.update();
+  s.skips.end_step(s.scaler, stepped);
+  s.schedule.step();
+  return loss;
+}
+
+// The mean loss over eval_batches windows of `tokens`, in the training precision, the same windows
+// every time (their own generator stream).
+static double evaluate(const Step& s, const std::vector<unsigned char>& tokens, Generator g) {
+  NoGradGuard no_grad;
+  s.model.eval();
+  double total = 0;
+  for (int64_t i = 0; i < s.c.eval_batches; ++i) {
+    auto [x, y] = get_batch(tokens, s.c.batch_size, s.c.model.block_size, g, s.device);
+    examples::Autocast ac(s.device.type, s.precision);
+    total += lm_loss(s.model.forward(x), y).item<double>();
+  }
+  s.model.train();
+  return total / double(s.c.eval_batches);
+}
+
+// --resume: the saved state restored into the run, which must be the same model; returns the
+// steps it had done.
+static int64_t resume(const Step& s, const GPTConfig& mc, int64_t last_step, Tensor& skipped, std::ostream& log) {
+  const TrainConfig& c = s.c;
+  const examples::TrainingState ck(c.resume_path);
+  for (auto& [k, v] : model_settings(mc, s.text))
+    AMPGRAD_CHECK(ck.meta(k) == v, c.resume_path << ": the saved state's model has another " << k
+                                                 << (k == "vocab" ? " (it was trained on " + ck.meta("text") + ")" : ": " + ck.meta(k) + ", this run's " + v));
+  const int64_t done = ck.integer("step", 1);
+  AMPGRAD_CHECK(done < last_step, c.resume_path << ": the saved state is after step " << done << "; this run ends at step " << last_step
+                                                << " (--steps, --stop-after), so there is nothing left to train");
+  ck.warn_if_changed(run_settings(c), log);
+  ck.restore(s.model, s.opt, s.scaler, &s.schedule, log);
+  AMPGRAD_CHECK(s.schedule.last_epoch() == done,
+                c.resume_path << ": the schedule's epoch " << s.schedule.last_epoch() << " is not the saved state's step " << done);
+  default_generator().set_state(ck.generator("rng.default"));
+  s.batches.set_state(ck.generator("rng.batches"));
+  skipped.fill_(double(ck.integer("skipped_steps", 0, done)));
+  log << "resumed from " << c.resume_path << " after step " << done << "\n";
+  return done;
+}
+
+// An evaluation point: its line in the log and the metrics file, and with --save the run saved.
+static void report(const Step& s, const GPTConfig& mc, const EvalPoint& e, examples::TextOutput& metrics, std::ostream& log) {
+  log << "step " << std::setw(5) << e.step << std::fixed << std::setprecision(4) << "  train_loss " << e.train_loss
+      << "  val_loss " << e.val_loss << std::setprecision(1) << "  " << e.ms_per_step << " ms/step";
+  if (s.scaler.is_enabled()) log << std::setprecision(0) << "  scale " << e.scale << "  skipped " << e.skipped_steps;
+  log << std::defaultfloat << std::endl;  // a line per evaluation, also through a pipe
+  std::ostringstream row;
+  row << e.step << "," << e.train_loss << "," << e.val_loss << "," << e.scale << "," << e.skipped_steps << "," << e.ms_per_step << "\n";
+  metrics.append(row.str());
+  if (s.c.save_path.empty()) return;
+  std::map<std::string, std::string> meta = run_settings(s.c);
+  meta.merge(model_settings(mc, s.text));
+  meta["step"] = std::to_string(e.step);
+  meta["skipped_steps"] = std::to_string(e.skipped_steps);
+  meta["rng.default"] = default_generator().get_state().to_string();
+  meta["rng.batches"] = s.batches.get_state().to_string();
+  examples::warn_if_nonfinite(s.model, s.c.save_path, log);
+  examples::save_training_state(s.c.save_path, s.model, s.opt, s.scaler, &s.schedule, meta);
+}
+
 TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.steps >= 1 && c.batch_size >= 1 && c.accum_steps >= 1 && c.eval_every >= 1 && c.eval_batches >= 1,
                 "--steps, --batch-size, --accum-steps, --eval-every and --eval-batches must be >= 1");
@@ -229,6 +256,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   optim::LambdaLR schedule(opt, [&](int64_t done) { return lr_factor(c, done); });
   amp::GradScaler scaler({.enabled = c.amp == "fp16"});
   amp::SkipWatch skips = examples::skip_watch(c.watch, *model, c.ddp, log);  // stops, explaining, when steps go non-finite
+  const Step s{c, text, device, precision, *model, *replica, opt, schedule, scaler, skips, batches};
   int64_t params = 0;
   for (const Tensor& p : model->parameters()) params += p.numel();
   log << "gpt: " << c.text_path << " (" << text.train.size() << " train / " << text.val.size() << " val bytes, vocab "
@@ -238,112 +266,32 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
       << " threads=" << get_num_threads() << (c.ddp ? " ranks=" + std::to_string(ranks) : "") << "\n";
 
   examples::TextOutput metrics(c.metrics_path, "step,train_loss,val_loss,scale,skipped_steps,ms_per_step\n");
-  // Evaluation, in the training precision, on the same random windows every time.
-  auto evaluate = [&](const std::vector<unsigned char>& tokens) {
-    NoGradGuard no_grad;
-    model->eval();
-    Generator g = stream(2);
-    double total = 0;
-    for (int64_t i = 0; i < c.eval_batches; ++i) {
-      auto [x, y] = get_batch(tokens, c.batch_size, T, g, device);
-      examples::Autocast ac(device.type, precision);
-      total += lm_loss(model->forward(x), y).item<double>();
-    }
-    model->train();
-    return total / double(c.eval_batches);
-  };
-
   TrainResult result;
   result.model = model;
   Tensor skipped = zeros({}, TensorOptions().device(device));  // summed where found_inf lives
-  int64_t first_step = 1;
-  if (!c.resume_path.empty()) {
-    const examples::TrainingState ck(c.resume_path);
-    for (auto& [k, v] : model_settings(mc, text))
-      AMPGRAD_CHECK(ck.meta(k) == v, c.resume_path << ": the saved state's model has another " << k
-                                                   << (k == "vocab" ? " (it was trained on " + ck.meta("text") + ")" : ": " + ck.meta(k) + ", this run's " + v));
-    const int64_t done = ck.integer("step", 1);
-    AMPGRAD_CHECK(done < last_step, c.resume_path << ": the saved state is after step " << done << "; this run ends at step " << last_step
-                                                  << " (--steps, --stop-after), so there is nothing left to train");
-    ck.warn_if_changed(run_settings(c), log);
-    ck.restore(*model, opt, scaler, &schedule, log);
-    AMPGRAD_CHECK(schedule.last_epoch() == done,
-                  c.resume_path << ": the schedule's epoch " << schedule.last_epoch() << " is not the saved state's step " << done);
-    default_generator().set_state(ck.generator("rng.default"));
-    batches.set_state(ck.generator("rng.batches"));
-    skipped.fill_(double(ck.integer("skipped_steps", 0, done)));
-    first_step = done + 1;
-    log << "resumed from " << c.resume_path << " after step " << done << "\n";
-  }
+  const int64_t first_step = c.resume_path.empty() ? 1 : resume(s, mc, last_step, skipped, log) + 1;
   std::vector<Tensor> losses;  // read once per evaluation: a read per step would wait for the GPU
   examples::Instruments first_interval(c.autocast_log, c.profile, c.profile_trace, c.memory_peak, device);  // --autocast-log, --profile, --profile-trace, --memory-peak
   auto t0 = Clock::now();
   for (int64_t step = first_step; step <= last_step; ++step) {
-    opt.zero_grad();
-    Tensor loss = zeros({}, TensorOptions().device(device));  // the step's: the micro-batches' mean
-    for (int64_t micro = 0; micro < c.accum_steps; ++micro) {
-      auto [x, y] = get_batch(text.train, c.batch_size, T, batches, device);
-      if (c.ddp) x = examples::data_parallel::local_rows(x), y = examples::data_parallel::local_rows(y);
-      // 1. forward under autocast: the GEMMs in 16 bits, the loss (and on CUDA the softmax and
-      //    layer norms) in float32, as the policy table says
-      skips.begin_step(x, [&, x = x, y = y] {  // init-captures: clang 14 cannot capture a structured binding
-        examples::Autocast ac(device.type, precision);
-        return lm_loss(model->forward(x, c.checkpoint_segments), y) / double(c.accum_steps);
-      });
-      Tensor micro_loss;
-      {
-        examples::Autocast ac(device.type, precision);
-        const Tensor logits = c.checkpoint_segments ? model->forward(x, c.checkpoint_segments) : replica->forward(x);
-        micro_loss = lm_loss(logits, y) / double(c.accum_steps);
-      }
-      // 2. scaled backward: the micro-batches' gradients add up in .grad, to their mean's
-      auto backward = [&] { scaler.scale(micro_loss).backward(); };
-      if (c.ddp && micro + 1 < c.accum_steps) examples::data_parallel::without_sync(*replica, backward);  // reduced with the last
-      else backward();
-      loss = loss + micro_loss.detach();
-    }
-    // 3. once per step: unscale, clip, step unless inf/NaN, update the scale
-    scaler.unscale_(opt);
-    optim::clip_grad_norm_(opt.params(), c.clip_grad);
-    skips.check_loss(0, step, loss, scaler);  // no epochs: named by step
-    amp::StepResult stepped = scaler.step(opt);
-    if (stepped.found_inf().defined()) skipped = skipped + stepped.found_inf();
-    scaler.update();
-    skips.end_step(scaler, stepped);
-    schedule.step();
-    losses.push_back(loss);  // already detached: a sum of detached micro-batch losses
-
-    if (step % c.eval_every == 0 || step == last_step) {
-      for (const Tensor& l : losses) result.step_losses.push_back(l.item<float>());
-      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(losses.size());
-      losses.clear();
-      first_interval.report(log);
-      EvalPoint e{step, evaluate(text.train), evaluate(text.val), scaler.get_scale(), skipped.item<int64_t>(), ms};
-      result.evals.push_back(e);
-      log << "step " << std::setw(5) << step << std::fixed << std::setprecision(4) << "  train_loss " << e.train_loss
-          << "  val_loss " << e.val_loss << std::setprecision(1) << "  " << e.ms_per_step << " ms/step";
-      if (scaler.is_enabled()) log << std::setprecision(0) << "  scale " << e.scale << "  skipped " << e.skipped_steps;
-      log << std::defaultfloat << std::endl;  // a line per evaluation, also through a pipe
-      std::ostringstream row;
-      row << e.step << "," << e.train_loss << "," << e.val_loss << "," << e.scale << "," << e.skipped_steps << "," << e.ms_per_step << "\n";
-      metrics.append(row.str());
-      if (!c.save_path.empty()) {
-        std::map<std::string, std::string> meta = run_settings(c);
-        meta.merge(model_settings(mc, text));
-        meta["step"] = std::to_string(step);
-        meta["skipped_steps"] = std::to_string(e.skipped_steps);
-        meta["rng.default"] = default_generator().get_state().to_string();
-        meta["rng.batches"] = batches.get_state().to_string();
-        examples::warn_if_nonfinite(*model, c.save_path, log);
-        examples::save_training_state(c.save_path, *model, opt, scaler, &schedule, meta);
-      }
-      t0 = Clock::now();
-    }
+    losses.push_back(train_step(s, step, skipped));
+    if (step % c.eval_every != 0 && step != last_step) continue;
+    for (const Tensor& l : losses) result.step_losses.push_back(l.item<float>());
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(losses.size());
+    losses.clear();
+    first_interval.report(log);
+    result.evals.push_back({step, evaluate(s, text.train, stream(2)), evaluate(s, text.val, stream(2)), scaler.get_scale(), skipped.item<int64_t>(), ms});
+    report(s, mc, result.evals.back(), metrics, log);
+    t0 = Clock::now();
   }
-  if (c.sample_chars > 0) {
+  if (c.sample_chars > 0) {  // printed as it is drawn: a long sample shows from its first character
     Generator g = stream(3);
     examples::Autocast ac(device.type, precision);
-    result.sample = text.decode(generate(*model, {int64_t(text.train[0])}, c.sample_chars, c.temperature, g));
+    log << "--- sample (" << c.sample_chars << " characters, temperature " << c.temperature << ") ---\n" << char(text.vocab[text.train[0]]);
+    const std::vector<int64_t> ids = generate(*model, {int64_t(text.train[0])}, c.sample_chars, c.temperature, g,
+                                              [&](int64_t id) { log << char(text.vocab.at(size_t(id))) << std::flush; });
+    log << "\n";
+    result.sample = text.decode(ids);
   }
   return result;
 }

@@ -11,20 +11,11 @@
 
 #include "failure_watch.h"
 #include "gpt/model.h"
+#include "gpt/text.h"
 #include "optim/adam.h"
 #include "tensor/random.h"
 
 namespace gpt {
-
-// A text as byte tokens: the vocabulary is the distinct bytes it holds, in byte order. A token id
-// is a byte too (at most 256 of them), so a text is held in memory once (plus a tenth, briefly).
-struct CharText {
-  std::vector<unsigned char> vocab;        // token id -> byte
-  std::vector<unsigned char> train, val;   // token ids: the first 90% of the text, the rest
-  static CharText load(const std::string& path);
-  static CharText from_string(const std::string& text, const std::string& name = "text");
-  std::string decode(const std::vector<int64_t>& ids) const;
-};
 
 struct TrainConfig {
   std::string text_path = "/usr/share/games/fortunes/songs-poems";  // Debian package fortunes
@@ -80,9 +71,5 @@ std::vector<ampgrad::optim::ParamGroup<ampgrad::optim::AdamWOptions>> adamw_grou
 // The rate for the step after `done` steps, as a fraction of config.lr: (done + 1) / warmup_steps
 // during the warmup, then a cosine from 1 to 0.1 at done == steps.
 double lr_factor(const TrainConfig& config, int64_t done);
-
-// Continues `context` by n tokens, each drawn from softmax(logits / temperature) with `gen`
-// (temperature 0: the most likely token).
-std::vector<int64_t> generate(GPT& model, std::vector<int64_t> context, int64_t n, double temperature, ampgrad::Generator& gen);
 
 }  // namespace gpt

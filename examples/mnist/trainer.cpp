@@ -1,8 +1,10 @@
-// trainer.cpp — the training loop. Read train() top to bottom: it is the whole recipe.
+// trainer.cpp — the MNIST training: train() sets a run up and loops over epochs; train_epoch()
+// holds the whole AMP recipe of a step (autocast forward, scaled backward, scaler step, update).
 #include "mnist/trainer.h"
 
 #include <chrono>
 #include <climits>
+#include <functional>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -11,12 +13,12 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
-#include "autograd/grad.h"
 #include "autograd/ops.h"
 #include "data/idx.h"
 #include "data/loader.h"
 #include "data_parallel.h"
 #include "mnist/models.h"
+#include "mnist/second_derivative.h"
 #include "output_files.h"
 #include "nn/checkpoint.h"
 #include "optim/optim.h"
@@ -69,7 +71,7 @@ static std::map<std::string, std::string> ddp_settings(const TrainConfig& c, int
           {"--limit-test", std::to_string(c.limit_test)}, {"--resume", c.resume_path}};
 }
 
-static void save_checkpoint(const std::string& path, const TrainConfig& c, int epochs_done, const nn::Module& model,
+static void save_state(const std::string& path, const TrainConfig& c, int epochs_done, const nn::Module& model,
                             const optim::Optimizer& opt, const amp::GradScaler& scaler) {
   std::map<std::string, std::string> meta{{"epoch", std::to_string(epochs_done)}, {"model", c.model}, {"optimizer", c.optimizer},
                                           {"amp", c.amp}};
@@ -80,7 +82,7 @@ static void save_checkpoint(const std::string& path, const TrainConfig& c, int e
 // Returns the number of epochs the saved state had completed. Settings that change the batches
 // from here on, if they differ from the saved state's, are named in the log: the run is then no
 // longer the one an uninterrupted run would have been.
-static int load_checkpoint(const std::string& path, const TrainConfig& c, nn::Module& model, optim::Optimizer& opt,
+static int load_state(const std::string& path, const TrainConfig& c, nn::Module& model, optim::Optimizer& opt,
                            amp::GradScaler& scaler, std::ostream& log) {
   const examples::TrainingState ck(path);
   AMPGRAD_CHECK(ck.meta("model") == c.model && ck.meta("optimizer") == c.optimizer,
@@ -101,30 +103,109 @@ static void progress_bar(std::ostream& log, int64_t done, int64_t total, double 
       << std::setprecision(1) << eta << "s   " << std::flush;
 }
 
-// --grad-penalty λ: double backpropagation (Drucker & LeCun, 1992), λ · mean_n ‖∂loss_n/∂x_n‖²,
-// which flattens the loss around every training image. It follows PyTorch's AMP recipe for a
-// gradient penalty: the gradient of the *scaled* loss, taken with create_graph so the penalty can
-// be differentiated in turn, is unscaled before use (here divided by the scale tensor, which needs
-// no host read), and the penalty is computed under autocast like the rest of the forward.
-static Tensor input_gradient_penalty(const Tensor& loss, const Tensor& x, amp::GradScaler& scaler, double lambda,
-                                     const examples::AmpSetting& precision) {
-  const Tensor scaled_grad = autograd::grad({scaler.scale(loss)}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
-  const Tensor grad = scaled_grad / scaler.scale(ones({}, TensorOptions().device(x.device())));
-  examples::Autocast ac(x.device().type, precision);
-  // loss is the batch's mean, so ∂loss/∂x_n = ∂loss_n/∂x_n / N: mean_n ‖∂loss_n/∂x_n‖² = N · Σ grad²
-  return sum(grad * grad) * (lambda * double(x.size(0)));
+// What an epoch reads and updates, made by train() before the first.
+struct Run {
+  const TrainConfig& c;
+  Device device;
+  examples::AmpSetting precision;
+  nn::Sequential& model;
+  nn::Module& replica;  // the model, or under --ddp the replica that averages gradients in backward
+  std::function<Tensor(const Tensor&)> forward;  // the replica's, or with --checkpoint N recomputed in backward
+  optim::Optimizer& opt;
+  amp::GradScaler& scaler;
+  amp::SkipWatch& skips;
+};
+
+// What an epoch's steps leave: the training loss summed over its batches and the steps skipped,
+// both summed where the loss lives (no host read per step), and the batches and samples seen.
+struct EpochSums {
+  Tensor loss, skipped;
+  int64_t batches = 0, samples = 0;
+};
+
+// One epoch of the whole AMP recipe. Each micro-batch: 1. forward under autocast, 2. backward of
+// the scaled loss; each effective batch of accum_steps: 3. unscale (+ clip), step unless inf/NaN,
+// update the scale.
+static EpochSums train_epoch(const Run& r, int epoch, data::DataLoader& loader, Clock::time_point t0, std::ostream& log) {
+  const TrainConfig& c = r.c;
+  EpochSums sums{zeros({}, TensorOptions().device(r.device)), zeros({}, TensorOptions().device(r.device))};
+  Tensor group_loss;
+  const int64_t n_batches = loader.size();
+  r.opt.zero_grad();
+  for (auto [x_host, y_host] : loader) {
+    const Tensor x = c.grad_penalty > 0 ? x_host.to(r.device).requires_grad_() : x_host.to(r.device), y = y_host.to(r.device);
+    // 1. forward under autocast: GEMMs in 16 bits, the loss in float32 (the policy table)
+    r.skips.begin_step(x, [&, x, y] { examples::Autocast ac(r.device.type, r.precision); return nn::functional::cross_entropy(r.forward(x), y); });
+    Tensor loss;
+    {
+      examples::Autocast ac(r.device.type, r.precision);
+      loss = nn::functional::cross_entropy(r.forward(x), y);
+    }
+    const Tensor objective = c.grad_penalty > 0 ? loss + input_gradient_penalty(loss, x, r.scaler, c.grad_penalty, r.precision) : loss;
+    // 2. scaled backward; gradients of micro-batches add up in .grad, each weighted so that the
+    //    step sees the mean over its group (the last group of an epoch may be short)
+    const int64_t group_start = sums.batches / c.accum_steps * c.accum_steps;
+    const int64_t group_size = std::min<int64_t>(c.accum_steps, n_batches - group_start);
+    auto backward = [&] { r.scaler.scale(objective / double(group_size)).backward(); };
+    const bool ends_group = sums.batches + 1 == group_start + group_size;
+    if (c.ddp && !ends_group) examples::data_parallel::without_sync(r.replica, backward);  // reduced with the group's last
+    else backward();
+    sums.loss = sums.loss + loss.detach();
+    group_loss = sums.batches == group_start ? loss.detach() : group_loss + loss.detach();  // any micro-batch's inf/NaN counts
+    ++sums.batches;
+    sums.samples += x.size(0);
+    // 3. once per effective batch: unscale (+ clip), step unless inf/NaN, update the scale
+    if (sums.batches % c.accum_steps == 0 || sums.batches == n_batches) {
+      if (c.clip_grad > 0) {
+        r.scaler.unscale_(r.opt);
+        optim::clip_grad_norm_(r.opt.params(), c.clip_grad);
+      }
+      r.skips.check_loss(epoch + 1, (sums.batches - 1) / c.accum_steps + 1, group_loss, r.scaler);
+      amp::StepResult stepped = r.scaler.step(r.opt);  // left unread: a read would wait for the GPU
+      if (stepped.found_inf().defined()) sums.skipped = sums.skipped + stepped.found_inf();
+      r.scaler.update();
+      r.skips.end_step(r.scaler, stepped);
+      r.opt.zero_grad();
+    }
+    if (c.progress) progress_bar(log, sums.batches, n_batches, std::chrono::duration<double>(Clock::now() - t0).count(), sums.samples);
+  }
+  return sums;
 }
 
-// --fgsm ε: each test image moved by ε against the model, x + ε·sign(∂loss/∂x), clamped to [0, 1]
-// (the fast gradient sign method, Goodfellow et al., 2015). The attack's gradient is taken in
-// float32 whatever the training precision, so every run faces the same attack.
-static Tensor fgsm(nn::Module& model, const Tensor& x, const Tensor& y, double eps) {
-  EnableGradGuard with_grad;
-  const Tensor xr = x.detach().requires_grad_();
-  const Tensor g = autograd::grad({nn::functional::cross_entropy(model.forward(xr), y)}, {xr})[0];
-  const Tensor zero = zeros({}, TensorOptions().device(x.device()));
-  const Tensor sign = gt(g, zero).to(kFloat32) - lt(g, zero).to(kFloat32);
-  return clamp(x + sign * eps, 0.0, 1.0);
+// The test set's loss, accuracy and (with --fgsm) accuracy under the attack, in the training precision.
+struct Evaluation {
+  double loss;
+  int64_t correct = 0, fgsm_correct = 0;
+};
+static Evaluation evaluate(const Run& r, data::DataLoader& test_loader) {
+  r.model.eval();
+  Evaluation e{0};
+  for (auto [x_host, y_host] : test_loader) {
+    const Tensor x = x_host.to(r.device), y = y_host.to(r.device);
+    const Tensor attacked = r.c.fgsm_eps > 0 ? fgsm(r.model, x, y, r.c.fgsm_eps) : Tensor();
+    NoGradGuard no_grad;
+    examples::Autocast ac(r.device.type, r.precision);
+    Tensor logits = r.model.forward(x);
+    e.loss += nn::functional::cross_entropy(logits, y).item<double>() * x.size(0);
+    e.correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
+    if (attacked.defined()) e.fgsm_correct += sum(eq(argmax(r.model.forward(attacked), 1), y)).item<int64_t>();
+  }
+  return e;
+}
+
+// An epoch's line in the log and the metrics file.
+static void report(const TrainConfig& c, const EpochResult& r, bool scaler_on, examples::TextOutput& metrics, std::ostream& log) {
+  log << "epoch " << r.epoch << "/" << c.epochs << std::fixed << std::setprecision(4) << "  train_loss " << r.train_loss
+      << "  test_loss " << r.test_loss << "  test_acc " << r.test_acc;
+  if (c.fgsm_eps > 0) log << "  fgsm_acc " << r.fgsm_acc;
+  log << std::setprecision(2) << "  " << r.seconds << "s";
+  if (scaler_on) log << "  scale " << std::setprecision(0) << r.scale << "  skipped " << r.skipped_steps;
+  log << std::setprecision(1) << "  step_peak " << double(r.step_peak_bytes) / (1 << 20) << "MiB" << std::defaultfloat
+      << std::endl;  // flushed: the line shows as the epoch ends, through a pipe too (tee, CI logs)
+  std::ostringstream row;
+  row << r.epoch << "," << r.train_loss << "," << r.test_loss << "," << r.test_acc << "," << r.seconds << "," << r.scale << ","
+      << r.skipped_steps << "," << r.step_peak_bytes << (c.fgsm_eps > 0 ? "," + std::to_string(r.fgsm_acc) : "") << "\n";
+  metrics.append(row.str());
 }
 
 TrainResult train(const TrainConfig& c, std::ostream& log) {
@@ -156,22 +237,21 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   AMPGRAD_CHECK(c.checkpoint_segments >= 0 && c.checkpoint_segments <= int64_t(model->size()),
                 "--checkpoint must be in [0, " << model->size() << "] for the " << c.model << "'s " << model->size() << " modules, got "
                                                << c.checkpoint_segments);
-  // --checkpoint N: the model's activations recomputed in backward, segment by segment (nn/container.h)
-  auto forward = [&](const Tensor& x) {
-    return c.checkpoint_segments ? nn::checkpoint_sequential(*model, c.checkpoint_segments, x) : replica->forward(x);
-  };
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters());
   const bool use_scaler = c.scaler == "on" || (c.scaler == "auto" && c.amp == "fp16");
   amp::GradScaler scaler({.enabled = use_scaler, .record_history = !c.scale_history_path.empty()});
   amp::SkipWatch skips = examples::skip_watch(c.watch, *model, c.ddp, log);  // stops, explaining, when steps go non-finite
+  // --checkpoint N: the model's activations recomputed in backward, segment by segment (nn/container.h)
+  const Run run{c, device, precision, *model, *replica, [&](const Tensor& x) {
+    return c.checkpoint_segments ? nn::checkpoint_sequential(*model, c.checkpoint_segments, x) : replica->forward(x);
+  }, *opt, scaler, skips};
 
   int start_epoch = 0;
   if (!c.resume_path.empty()) {
-    start_epoch = load_checkpoint(c.resume_path, c, *model, *opt, scaler, log);
+    start_epoch = load_state(c.resume_path, c, *model, *opt, scaler, log);
     log << "resumed from " << c.resume_path << " after epoch " << start_epoch << "\n";
   }
   train_loader.set_epoch(start_epoch);
-
   examples::TextOutput metrics(c.metrics_path, std::string("epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps,step_peak_bytes") +
                                                    (c.fgsm_eps > 0 ? ",fgsm_acc\n" : "\n"));
   log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
@@ -188,89 +268,22 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
     reset_peak_memory_stats(device);
     const int64_t held_before = memory_stats(device).allocated_bytes;
     const auto t0 = Clock::now();
-    // summed where the loss lives: no host read per step
-    Tensor loss_sum = zeros({}, TensorOptions().device(device)), skipped_sum = zeros({}, TensorOptions().device(device)), group_loss;
-    int64_t batches = 0, seen = 0;
     std::optional<data::DataLoader> shard;  // --ddp: this rank's samples of the epoch
     if (c.ddp) shard.emplace(examples::data_parallel::shard(train_set, c.seed, epoch), data::DataLoaderOptions{.batch_size = c.batch_size / ranks});
-    data::DataLoader& loader = shard ? *shard : train_loader;
-    const int64_t n_batches = loader.size();
-    opt->zero_grad();
-    for (auto [x_host, y_host] : loader) {
-      const Tensor x = c.grad_penalty > 0 ? x_host.to(device).requires_grad_() : x_host.to(device), y = y_host.to(device);
-      // 1. forward under autocast: GEMMs in 16 bits, the loss in float32 (the policy table)
-      skips.begin_step(x, [&, x, y] { examples::Autocast ac(device.type, precision); return nn::functional::cross_entropy(forward(x), y); });
-      Tensor loss;
-      {
-        examples::Autocast ac(device.type, precision);
-        loss = nn::functional::cross_entropy(forward(x), y);
-      }
-      const Tensor objective = c.grad_penalty > 0 ? loss + input_gradient_penalty(loss, x, scaler, c.grad_penalty, precision) : loss;
-      // 2. scaled backward; gradients of micro-batches add up in .grad, each weighted so that the
-      //    step sees the mean over its group (the last group of an epoch may be short)
-      const int64_t group_start = batches / c.accum_steps * c.accum_steps;
-      const int64_t group_size = std::min<int64_t>(c.accum_steps, n_batches - group_start);
-      auto backward = [&] { scaler.scale(objective / double(group_size)).backward(); };
-      const bool ends_group = batches + 1 == group_start + group_size;
-      if (c.ddp && !ends_group) examples::data_parallel::without_sync(*replica, backward);  // reduced with the group's last
-      else backward();
-      loss_sum = loss_sum + loss.detach();
-      group_loss = batches == group_start ? loss.detach() : group_loss + loss.detach();  // any micro-batch's inf/NaN counts
-      ++batches;
-      seen += x.size(0);
-      // 3. once per effective batch: unscale (+ clip), step unless inf/NaN, update the scale
-      if (batches % c.accum_steps == 0 || batches == n_batches) {
-        if (c.clip_grad > 0) {
-          scaler.unscale_(*opt);
-          optim::clip_grad_norm_(opt->params(), c.clip_grad);
-        }
-        skips.check_loss(epoch + 1, (batches - 1) / c.accum_steps + 1, group_loss, scaler);
-        amp::StepResult stepped = scaler.step(*opt);  // left unread: a read would wait for the GPU
-        if (stepped.found_inf().defined()) skipped_sum = skipped_sum + stepped.found_inf();
-        scaler.update();
-        skips.end_step(scaler, stepped);
-        opt->zero_grad();
-      }
-      if (c.progress) progress_bar(log, batches, n_batches, std::chrono::duration<double>(Clock::now() - t0).count(), seen);
-    }
+    const EpochSums sums = train_epoch(run, epoch, shard ? *shard : train_loader, t0, log);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     const int64_t step_peak = memory_stats(device).peak_allocated_bytes - held_before;
     if (c.progress) log << "\r" << std::string(80, ' ') << "\r";
     train_seconds += seconds;
-    train_samples += seen;
+    train_samples += sums.samples;
     first_epoch.report(log);
-
-    // evaluation, in the same precision as training
-    model->eval();
-    double test_loss = 0;
-    int64_t correct = 0, fgsm_correct = 0;
-    for (auto [x_host, y_host] : test_loader) {
-      const Tensor x = x_host.to(device), y = y_host.to(device);
-      const Tensor attacked = c.fgsm_eps > 0 ? fgsm(*model, x, y, c.fgsm_eps) : Tensor();
-      NoGradGuard no_grad;
-      examples::Autocast ac(device.type, precision);
-      Tensor logits = model->forward(x);
-      test_loss += nn::functional::cross_entropy(logits, y).item<double>() * x.size(0);
-      correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
-      if (attacked.defined()) fgsm_correct += sum(eq(argmax(model->forward(attacked), 1), y)).item<int64_t>();
-    }
-    EpochResult r{epoch + 1, (c.ddp ? examples::data_parallel::mean(loss_sum.item<double>()) : loss_sum.item<double>()) / batches, test_loss / test_set.size(),
-                  double(correct) / test_set.size(), seconds, scaler.get_scale(), skipped_sum.item<int64_t>(), step_peak,
-                  double(fgsm_correct) / test_set.size()};
-    result.epochs.push_back(r);
-    log << "epoch " << r.epoch << "/" << c.epochs << std::fixed << std::setprecision(4) << "  train_loss " << r.train_loss
-        << "  test_loss " << r.test_loss << "  test_acc " << r.test_acc;
-    if (c.fgsm_eps > 0) log << "  fgsm_acc " << r.fgsm_acc;
-    log << std::setprecision(2) << "  " << r.seconds << "s";
-    if (use_scaler) log << "  scale " << std::setprecision(0) << r.scale << "  skipped " << r.skipped_steps;
-    log << std::setprecision(1) << "  step_peak " << double(r.step_peak_bytes) / (1 << 20) << "MiB" << std::defaultfloat
-        << std::endl;  // flushed: the line shows as the epoch ends, through a pipe too (tee, CI logs)
-    std::ostringstream row;
-    row << r.epoch << "," << r.train_loss << "," << r.test_loss << "," << r.test_acc << "," << r.seconds << "," << r.scale << ","
-        << r.skipped_steps << "," << r.step_peak_bytes << (c.fgsm_eps > 0 ? "," + std::to_string(r.fgsm_acc) : "") << "\n";
-    metrics.append(row.str());
+    const Evaluation e = evaluate(run, test_loader);
+    const double train_loss = c.ddp ? examples::data_parallel::mean(sums.loss.item<double>()) : sums.loss.item<double>();
+    result.epochs.push_back({epoch + 1, train_loss / sums.batches, e.loss / test_set.size(), double(e.correct) / test_set.size(), seconds,
+                             scaler.get_scale(), sums.skipped.item<int64_t>(), step_peak, double(e.fgsm_correct) / test_set.size()});
+    report(c, result.epochs.back(), use_scaler, metrics, log);
     if (!c.save_path.empty()) examples::warn_if_nonfinite(*model, c.save_path, log);
-    if (!c.save_path.empty()) save_checkpoint(c.save_path, c, epoch + 1, *model, *opt, scaler);
+    if (!c.save_path.empty()) save_state(c.save_path, c, epoch + 1, *model, *opt, scaler);
   }
   if (!c.scale_history_path.empty()) {
     std::ostringstream h;
