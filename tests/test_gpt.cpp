@@ -76,6 +76,12 @@ DEVICE_TEST_CASE("the GPT learns a periodic text and continues it exactly") {
   CHECK(r.evals[1].val_loss < 0.05);  // from 3.61: on average e^−0.05 = 95% on the right character
   CHECK(r.sample == (kPeriod + kPeriod + "a"));  // greedy decoding from "a" reproduces the text
   CHECK(log.str().find("vocab 37") != std::string::npos);
+  // the sample reaches the log as it is drawn: generate hands each token over as it draws it
+  CHECK(log.str().find(") ---\n" + r.sample + "\n") != std::string::npos);
+  std::vector<int64_t> handed;
+  Generator g(3);
+  const std::vector<int64_t> ids = gpt::generate(*r.model, {0}, 5, 0.8, g, [&](int64_t id) { handed.push_back(id); });
+  CHECK(std::vector<int64_t>(ids.begin() + 1, ids.end()) == handed);
 }
 
 TEST_CASE("the GPT's loss and gradients equal PyTorch's for the same weights and batch") {
