@@ -29,16 +29,16 @@ static autograd::CompositeFn attention_composite(bool is_causal, double scale) {
 static Tensor attention_3d(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double scale) {
   const DType math = q.dtype() == kFloat64 ? kFloat64 : kFloat32;
   auto mT = [](const Tensor& t) { return t.detach().transpose(1, 2); };  // a view, which the GEMM reads in place
-  const Tensor p = kernels::attention_softmax(kernels::gemm(q, mT(k), math), scale, is_causal, q.dtype());  // P (B, L, S)
-  Tensor out = kernels::gemm(p, v, p.dtype());
+  const Tensor p = kernels::attention_softmax(kernels::gemm(q, mT(k), {}, math), scale, is_causal, q.dtype());  // P (B, L, S)
+  Tensor out = kernels::gemm(p, v, {}, p.dtype());
   record("scaled_dot_product_attention", out, {q, k, v},
          [q = Saved(q), k = Saved(k), v = Saved(v), p, is_causal, scale, math, mT](const Tensor& g, const Needs& need) {
            if (autograd::recording_backward()) return autograd::composite_backward(attention_composite(is_causal, scale), {q, k, v}, g, need);
            // scale·dS = scale·P ⊙ (dP − Σ_j P ⊙ dP), dP = dO Vᵀ (B, L, S); its masked entries are zeros
-           const Tensor ds = need[0] || need[1] ? kernels::attention_softmax_backward(p, kernels::gemm(g, mT(v), math), scale, is_causal) : Tensor();
-           return grads(need[0] ? kernels::gemm(ds, k, ds.dtype()) : Tensor(),      // dQ = scale·dS K    (B, L, E)
-                        need[1] ? kernels::gemm(mT(ds), q, ds.dtype()) : Tensor(),  // dK = scale·dSᵀ Q   (B, S, E)
-                        need[2] ? kernels::gemm(mT(p), g, p.dtype()) : Tensor());   // dV = Pᵀ dO         (B, S, Ev)
+           const Tensor ds = need[0] || need[1] ? kernels::attention_softmax_backward(p, kernels::gemm(g, mT(v), {}, math), scale, is_causal) : Tensor();
+           return grads(need[0] ? kernels::gemm(ds, k, {}, ds.dtype()) : Tensor(),      // dQ = scale·dS K    (B, L, E)
+                        need[1] ? kernels::gemm(mT(ds), q, {}, ds.dtype()) : Tensor(),  // dK = scale·dSᵀ Q   (B, S, E)
+                        need[2] ? kernels::gemm(mT(p), g, {}, p.dtype()) : Tensor());   // dV = Pᵀ dO         (B, S, Ev)
          });
   return out;
 }

@@ -52,7 +52,7 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
   // GPU's bfloat16 tensor cores, and otherwise widens. (Hopper's FP8 tensor cores are reported to
   // keep fewer bits in their accumulators.) No product or sum is a float32 subnormal: all are
   // multiples of the smallest product, 2^-25, which the instruction's flush to zero never meets.
-  Tensor acc = kernels::gemm(as_dtype(a, kBFloat16), as_dtype(b, kBFloat16), kFloat32);
+  Tensor acc = kernels::gemm(as_dtype(a, kBFloat16), as_dtype(b, kBFloat16), {}, kFloat32);
   const Tensor both = kernels::binary(kernels::Binary::mul, scale_a.reshape({}), scale_b.reshape({}));
   return as_dtype(kernels::binary(kernels::Binary::mul, acc, both), out_dtype);
 }

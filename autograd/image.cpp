@@ -34,8 +34,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
   const int64_t N = x.size(0), Cout = w.size(0), kh = w.size(2), kw = w.size(3);
   Tensor cols = kernels::im2col(x, kh, kw, stride, pad);
   const int64_t Ho = kernels::window_out_size(x.size(2), kh, stride, pad), Wo = kernels::window_out_size(x.size(3), kw, stride, pad);
-  Tensor out2 = kernels::gemm(cols, w.detach().reshape({Cout, -1}).t(), cols.dtype());  // (N·Ho·Wo, Cout): W2ᵀ, a view of w
-  if (b.defined()) kernels::add_(out2, b, 1.0);
+  Tensor out2 = kernels::gemm(cols, w.detach().reshape({Cout, -1}).t(), b, cols.dtype());  // (N·Ho·Wo, Cout): W2ᵀ, a view of w; + b, rounded once
   Tensor out = empty({N, Cout, Ho, Wo}, TensorOptions(x.dtype()).device(x.device()));
   kernels::copy_(out, out2.view({N, Ho, Wo, Cout}).permute({0, 3, 1, 2}));
   // Saves x, not `cols`: the im2col matrix is kh·kw times larger (25 times for 5x5), and redoing
@@ -45,7 +44,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
     const int64_t kh = w_shape[2], kw = w_shape[3];
     Tensor g2 = g.permute({0, 2, 3, 1}).contiguous().view({-1, w_shape[0]});  // (N·Ho·Wo, Cout)
     autograd::Grads gs(3);
-    if (need[0]) gs[0] = col2im(matmul(g2, w.get().reshape({w_shape[0], -1})), x_shape, kh, kw, stride, pad);
+    // dx: the patches' gradients summed back into the image in float32, rounded once (a 16-bit g)
+    if (need[0]) gs[0] = rounded_to(col2im(matmul(widened(g2), widened(w.get().reshape({w_shape[0], -1}))), x_shape, kh, kw, stride, pad), g.dtype());
     if (need[1]) gs[1] = matmul(g2.t(), im2col(x, kh, kw, stride, pad)).view(w_shape);
     if (need[2]) gs[2] = sum(g2, {0});
     return gs;

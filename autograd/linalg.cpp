@@ -13,7 +13,7 @@ static void check_same_device(const char* op, const Tensor& a, const Tensor& b) 
 
 // a (M, K) @ b (K, N), or a (B, M, K) @ b (B, K, N): one recorded GEMM.
 static Tensor recorded_gemm(const Tensor& a, const Tensor& b) {
-  Tensor out = kernels::gemm(a, b, a.dtype());
+  Tensor out = kernels::gemm(a, b, {}, a.dtype());
   record("matmul", out, {a, b}, [a = save_if(b.requires_grad(), a), b = save_if(a.requires_grad(), b)](const Tensor& g, const Needs& need) {
     int64_t r = g.dim() - 2;  // the matrix dims are the last two
     return grads(need[0] ? recorded_gemm(g, b.get().transpose(r, r + 1)) : Tensor(),  // GEMMs themselves, so create_graph records them
@@ -75,8 +75,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 // y = x Wᵀ + b for checked, cast operands: x (N, Din), weight (Dout, Din), bias (Dout) -> y (N, Dout)
 static Tensor linear_2d(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor wt = w.as_strided({w.size(1), w.size(0)}, {w.stride(1), w.stride(0)}, w.storage_offset());  // Wᵀ, a view
-  Tensor out = kernels::gemm(x, wt, x.dtype());
-  if (b.defined()) kernels::add_(out, b, 1.0);  // bias broadcast over rows, in place
+  Tensor out = kernels::gemm(x, wt, b, x.dtype());  // the bias added before the one rounding
   record("linear", out, {x, w, b}, [x = save_if(w.requires_grad(), x), w = save_if(x.requires_grad(), w)](const Tensor& g, const Needs& need) {
     return grads(need[0] ? recorded_gemm(g, w) : Tensor(),      // dx = G W        (N, Din)
                  need[1] ? recorded_gemm(g.t(), x) : Tensor(),  // dW = Gᵀ x       (Dout, Din)

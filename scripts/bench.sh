@@ -3,9 +3,13 @@
 # whole Fashion-MNIST epochs against PyTorch (bench/torch_epoch.py) and the character GPT's
 # training steps against PyTorch's (bench/torch_gpt.py), measured in the same run, alternating,
 # reported as medians and ratios. The peer is PyTorch at its best on this machine: before each
-# comparison a sweep runs it once in every setting (intra-op threads 1 or 2 x OpenBLAS threads 1
-# or 2 x OMP_WAIT_POLICY active or passive), prints them all, and keeps the fastest for the
-# alternating runs. Speed only: correctness is scripts/test.sh's.
+# comparison a sweep runs it once with each OpenBLAS kernel this CPU can run (its default, and
+# Haswell, SkylakeX, Cooperlake where the CPU has their instructions: an OpenBLAS that does not
+# know a CPU falls back to its SSE3 Prescott kernel, at half speed), then, on the fastest kernel,
+# once in every thread setting (intra-op threads 1 or 2 x OpenBLAS threads 1 or 2 x
+# OMP_WAIT_POLICY active or passive); it prints them all and keeps the fastest for the
+# alternating runs, naming the kernel beside every ratio, and warns when that kernel is below the
+# CPU's. Speed only: correctness is scripts/test.sh's.
 #
 #   scripts/bench.sh gemm            # GEMM + MLP-step table (Google Benchmark, medians of 5)
 #   scripts/bench.sh mlp             # MLP epoch, ampgrad vs PyTorch, 3 runs each, alternating
@@ -110,24 +114,50 @@ ampgrad_epoch() {  # model amp tag
   tail -n 1 "$csv" | cut -d, -f5
 }
 
-# PyTorch's settings, "INTRA BLAS WAIT": intra-op threads (set_num_threads and OMP_NUM_THREADS),
-# OpenBLAS threads, OMP_WAIT_POLICY. Debian's torch has two pools, its OpenMP one and OpenBLAS's
+# PyTorch's settings, "INTRA BLAS WAIT KERNEL": intra-op threads (set_num_threads and
+# OMP_NUM_THREADS), OpenBLAS threads, OMP_WAIT_POLICY, OpenBLAS's kernel (OPENBLAS_CORETYPE;
+# "default": the one it picks itself). Debian's torch has two pools, its OpenMP one and OpenBLAS's
 # pthreads; on 2 cores each may spin while the other works, so which setting is fastest depends on
 # the machine and the model: the sweep finds out. "as-installed" is --no-torch-sweep's.
-torch_settings() {
+torch_settings() {  # kernel
   local i b w
-  for i in 1 2; do for b in 1 2; do for w in active passive; do echo "$i $b $w"; done; done; done
+  for i in 1 2; do for b in 1 2; do for w in active passive; do echo "$i $b $w $1"; done; done; done
 }
-# runs a PyTorch script in one setting: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for this command
-# alone (they slow a current OpenBLAS; the OpenBLAS line of the report says which kernel it runs)
+# The OpenBLAS kernels this CPU runs: its default, and those whose instructions /proc/cpuinfo lists.
+blas_kernels() {
+  local flags
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  echo default
+  [[ $flags == *" avx2 "* && $flags == *" fma "* ]] && echo Haswell
+  [[ $flags == *" avx512f "* && $flags == *" avx512bw "* && $flags == *" avx512vl "* && $flags == *" avx512dq "* ]] && echo SkylakeX
+  [[ $flags == *" avx512f "* && $flags == *" avx512_bf16 "* ]] && echo Cooperlake
+  return 0
+}
+# The best kernel this CPU runs, by the same test: a ratio against a slower one is named as such.
+best_blas_kernel() { blas_kernels | tail -n 1; }
+# runs a PyTorch script in one setting: OPENBLAS_CORETYPE set to the setting's kernel, or unset
+# ("default"), and OPENBLAS_L2_SIZE unset, for this command alone
 torch_in() {  # setting script args...
-  local envs=() threads_arg=(--threads "$threads")
+  local envs=() threads_arg=(--threads "$threads") kernel=default
   if [ "$1" != as-installed ]; then
-    read -r i b w <<<"$1"
+    read -r i b w kernel <<<"$1"
     envs=(OMP_NUM_THREADS="$i" OPENBLAS_NUM_THREADS="$b" OMP_WAIT_POLICY="${w^^}")
     threads_arg=(--threads "$i")
   fi
+  [ "$kernel" != default ] && envs+=(OPENBLAS_CORETYPE="$kernel")
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${envs[@]}" "$PY" "$2" "${@:3}" "${threads_arg[@]}"
+}
+# The kernel OpenBLAS runs in a setting, as it reports itself (openblas_get_corename).
+blas_kernel_of() {  # setting
+  torch_in "$1" bench/torch_epoch.py --model mlp --limit-train 256 2>/dev/null | sed -n 's/.*; kernel \([A-Za-z0-9]*\);.*/\1/p'
+}
+# What a ratio against the peer in this setting must say: nothing where OpenBLAS runs this CPU's
+# best kernel, else that it does not.
+kernel_caveat() {  # setting
+  local k best
+  k=$(blas_kernel_of "$1") best=$(best_blas_kernel)
+  [ "$best" = default ] || [ "$k" = "$best" ] || [[ $k == Cooperlake || $k == SapphireRapids ]] ||
+    echo " (CAVEAT: PyTorch's OpenBLAS runs kernel ${k:-?}, below this CPU's $best: not the peer at its best)"
 }
 # One PyTorch epoch in a setting: prints its seconds.
 torch_epoch() {  # model amp setting tag [--quiet]
@@ -140,19 +170,27 @@ torch_epoch() {  # model amp setting tag [--quiet]
   sed -n 's/^torch_epoch .* seconds=\([0-9.]*\) .*/\1/p' "$log"
 }
 # PyTorch's best setting for one kind of run: `sweep_torch FN ARGS...` runs `FN ARGS... SETTING`
-# (which prints seconds or ms) once per setting, prints each, and sets torch_best to the fastest.
-# Without the sweep (--no-torch-sweep): as installed.
+# (which prints seconds or ms) once per setting, prints each, and sets torch_best to the fastest:
+# first each OpenBLAS kernel at 2 intra-op threads, 1 OpenBLAS thread, passive waits; then every
+# thread setting on the fastest kernel. Without the sweep (--no-torch-sweep): as installed.
 sweep_torch() {
   torch_best=as-installed
   ((torch_sweep)) || return 0
-  local best_t="" s t
-  echo "  PyTorch's settings (intra-op threads, OpenBLAS threads, OMP_WAIT_POLICY), one run each:"
+  local best_t="" best_k=default s t k
+  echo "  PyTorch's OpenBLAS kernels (intra-op threads 2, OpenBLAS threads 1, passive waits), one run each:"
+  while read -r k; do
+    t=$("$@" "2 1 passive $k")
+    printf '    %-30s %8s   (runs kernel %s)\n' "$k" "$t" "$(blas_kernel_of "2 1 passive $k")"
+    if [ -z "$best_t" ] || awk -v a="$t" -v b="$best_t" 'BEGIN { exit !(a < b) }'; then best_t=$t best_k=$k; fi
+  done < <(blas_kernels)
+  best_t=""
+  echo "  PyTorch's thread settings on kernel $best_k (intra-op threads, OpenBLAS threads, OMP_WAIT_POLICY), one run each:"
   while read -r s; do
     t=$("$@" "$s")
-    printf '    %-18s %8s\n' "$s" "$t"
+    printf '    %-30s %8s\n' "$s" "$t"
     if [ -z "$best_t" ] || awk -v a="$t" -v b="$best_t" 'BEGIN { exit !(a < b) }'; then best_t=$t torch_best=$s; fi
-  done < <(torch_settings)
-  echo "  best: $torch_best ($best_t); the runs below use it"
+  done < <(torch_settings "$best_k")
+  echo "  best: $torch_best ($best_t), OpenBLAS kernel $(blas_kernel_of "$torch_best"); the runs below use it$(kernel_caveat "$torch_best")"
 }
 
 sweep_epoch() { torch_epoch "$1" "$2" "$3" sweep --quiet; }  # model amp setting
@@ -184,7 +222,7 @@ compare_epochs() {  # model n
   am=$(printf '%s\n' "${a[@]}" | median)
   if have_torch; then
     tm=$(printf '%s\n' "${t[@]}" | median)
-    printf '  median: ampgrad %.2f s   PyTorch (%s) %.2f s   ampgrad/PyTorch %s\n' "$am" "$torch_best" "$tm" "$(ratio "$am" "$tm")"
+    printf '  median: ampgrad %.2f s   PyTorch (%s) %.2f s   ampgrad/PyTorch %s%s\n' "$am" "$torch_best" "$tm" "$(ratio "$am" "$tm")" "$(kernel_caveat "$torch_best")"
   else
     printf '  median: ampgrad %.2f s\n' "$am"
   fi
@@ -247,6 +285,11 @@ section_amp() {
   [ "$model" != mlp ] && n=$cnn_runs
   echo
   echo "== AMP epochs ($model): ampgrad float32 vs autocast fp16 / bf16, $n run(s) each, interleaved"
+  # the line a 16-bit run prints first: which path its GEMMs take on this CPU, and what to expect
+  local amp
+  for amp in bf16 fp16; do
+    build/examples/mnist --dataset fashion --amp $amp --epochs 1 --limit-train 128 --limit-test 128 2>/dev/null | grep '^cpu:' | sed 's/^/  /' || true
+  done
   check_quiet
   local off=() f16=() b16=() toff=() tb16=() best_off best_b16
   local with_torch=0
@@ -277,8 +320,8 @@ section_amp() {
     to=$(printf '%s\n' "${toff[@]}" | median)
     tb=$(printf '%s\n' "${tb16[@]}" | median)
     echo "  (PyTorch's settings: f32 $best_off, bf16 $best_b16)"
-    printf '  median PyTorch: f32 %.2f s  bf16 autocast %.2f s (%sx f32); ampgrad bf16 / PyTorch bf16 %s\n' \
-      "$to" "$tb" "$(ratio "$tb" "$to")" "$(ratio "$mb" "$tb")"
+    printf '  median PyTorch: f32 %.2f s  bf16 autocast %.2f s (%sx f32); ampgrad f32 / PyTorch f32 %s%s; ampgrad bf16 / PyTorch bf16 %s\n' \
+      "$to" "$tb" "$(ratio "$tb" "$to")" "$(ratio "$mo" "$to")" "$(kernel_caveat "$best_off")" "$(ratio "$mb" "$tb")"
   elif ((!torch_amp)); then
     echo "  (PyTorch's CPU bf16 autocast epoch: add --torch-amp)"
   fi
@@ -342,6 +385,12 @@ section_gpt() {
     printf '  median %-7s %-4s %7.2f ms/step  (%sx ampgrad f32)  val_loss %s\n' "${k%%:*}" "${k#*:}" "$m" "$(ratio "$m" "$base")" \
       "$(printf '%s\n' ${loss[$k]} | median)"
   done
+  if ((with_torch)); then
+    for amp in off bf16; do
+      printf '  ampgrad %s / PyTorch %s (%s): %s%s\n' "$amp" "$amp" "${best[$amp]}" \
+        "$(ratio "$(printf '%s\n' ${ms[ampgrad:$amp]} | median)" "$(printf '%s\n' ${ms[torch:$amp]} | median)")" "$(kernel_caveat "${best[$amp]}")"
+    done
+  fi
 }
 
 # ---- run ----

@@ -132,7 +132,7 @@ void check_index_add(const Shape& shape, int64_t dim, const Tensor& idx, const T
                                                        << " slices of " << shape_str(shape) << " along dim " << d << ")");
 }
 // The backends may assume matching 2-D or 3-D operands.
-void check_gemm(const Tensor& a, const Tensor& b, DType out_dtype) {
+void check_gemm(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype) {
   AMPGRAD_CHECK(a.dtype() == b.dtype(), "gemm: dtypes differ (" << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype()) << ")");
   require_floating("gemm", a.dtype());
   AMPGRAD_CHECK(out_dtype == a.dtype() || (is_half(a.dtype()) && out_dtype == kFloat32),
@@ -141,6 +141,9 @@ void check_gemm(const Tensor& a, const Tensor& b, DType out_dtype) {
   AMPGRAD_CHECK(a.dim() == b.dim() && (a.dim() == 2 || a.dim() == 3) && a.shape()[a.dim() - 1] == b.shape()[b.dim() - 2] &&
                     (a.dim() == 2 || a.shape()[0] == b.shape()[0]),
                 "gemm: cannot multiply shapes " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
+  AMPGRAD_CHECK(!bias.defined() || (bias.dtype() == a.dtype() && bias.dim() == 1 && bias.size(0) == b.size(-1)),
+                "gemm: a bias must be one " << dtype_name(a.dtype()) << " value per output column (" << b.size(-1) << "), got "
+                                            << dtype_name(bias.dtype()) << " " << shape_str(bias.shape()));
 }
 void check_abs_max(const Tensor& x) { require_floating("abs_max", x.dtype()); }
 void check_scaled_cast(const Tensor& x, const Tensor& scale, DType dtype) {

@@ -30,8 +30,8 @@ enum class SpanKind { phase, backward, node };
 struct AutocastCall {
   const char* op;
   const char* policy;  // amp::policy_name of its row, or "(autocast off)": autocast had no say
-  std::vector<DType> input_dtypes;
-  std::optional<DType> run_dtype;  // none without a floating input
+  std::vector<DType> input_dtypes = {};
+  std::optional<DType> run_dtype = {};  // none without a floating input
   int casts = 0, cache_hits = 0;
 };
 

@@ -98,6 +98,30 @@ TEST_CASE("policy table: PyTorch's categories, printable") {
   CHECK(std::count(table.begin(), table.end(), '\n') == (long)amp::kNumOps + 1);
 }
 
+// PyTorch's bf16 autocast rounds a linear once, its bias added to the float32 product (torch 1.13
+// on the CPU, these inputs: its 24 outputs below). Inputs of few bits make every float32 sum
+// exact, so any GEMM's order gives these bits; rounding the product first, then the sum with the
+// bias, would move 2 of them (as before the bias joined the GEMM's epilogue).
+DEVICE_TEST_CASE("linear with a bias under bf16 autocast: PyTorch's outputs bit for bit, rounded once") {
+  const int64_t N = 4, K = 16, O = 6;
+  std::vector<float> xs, ws, bs;
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t k = 0; k < K; ++k) xs.push_back(float((i * 7 + k * 3) % 33 - 16) / 16);
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t k = 0; k < K; ++k) ws.push_back(float((o * 5 + k * 11) % 33 - 16) / 16);
+  for (int64_t o = 0; o < O; ++o) bs.push_back(float((o * 13 + 5) % 129 - 64) / 512);
+  const Tensor x = from_vector(xs, {N, K}).to(dev), w = from_vector(ws, {O, K}).to(dev), b = from_vector(bs, {O}).to(dev);
+  const std::vector<float> torch = {1.1171875,  -0.046875,  -1.2109375, 0.97265625,   -0.193359375, -0.328125, 1.3359375,    1.0703125,
+                                    0.8046875,  -0.625,     -0.890625,  -0.38671875,  -1.28125,     -0.6484375, -0.017578125, -0.8046875,
+                                    -0.173828125, 0.97265625, 0.228515625, 0.46875,    0.7109375,    -0.7265625, -0.486328125, 0.01171875};
+  amp::autocast ac(dev.type, kBFloat16);
+  const Tensor y = linear(x, w, b);
+  REQUIRE(y.dtype() == kBFloat16);
+  CHECK(to_vector<float>(y) == torch);
+  const Tensor twice = (matmul(x, w.t()).to(kFloat32) + b.to(kBFloat16).to(kFloat32)).to(kBFloat16);  // the product rounded first
+  CHECK(to_vector<float>(twice) != torch);
+}
+
 DEVICE_TEST_CASE("weight-cast cache: one cast per weight per outermost region") {
   Tensor w = ones({3, 3}).to(dev).requires_grad_();
   Tensor x = ones({2, 3}).to(dev);

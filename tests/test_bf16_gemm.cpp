@@ -16,6 +16,7 @@
 #include "tensor/random.h"
 #include "tensor/threads.h"
 #include "test_util.h"
+#include "tensor/cpu/gemm_path.h"
 #ifdef AMPGRAD_WITH_ONEDNN
 #include "tensor/cpu/onednn/bf16_gemm.h"
 #endif
@@ -23,7 +24,7 @@
 using namespace ampgrad;
 
 #define SKIP_WITHOUT_ONEDNN() \
-  SKIP_TEST_IF(onednn_bf16_kernel().empty(), "no oneDNN bfloat16 GEMM: a build without oneDNN, or a CPU without bfloat16 dot products (AVX512-BF16, AMX)")
+  SKIP_TEST_IF(onednn_bf16_kernel().empty(), "no oneDNN bfloat16 GEMM: a build without oneDNN, or a CPU where widening to float32 is the faster path (gemm_path.h)")
 
 // a @ b of bfloat16 operands, a and b as kernels::bmm takes them (both 2-D or both 3-D), into
 // a bfloat16 output (matmul) and a float32 one (the sums unrounded, as scaled_mm takes them):
@@ -42,11 +43,11 @@ static void check_gemm(const Tensor& a, const Tensor& b) {
   const std::vector<double> bv = to_vector<double>(b.expand(widening.dim() == 3 ? Shape{B, K, N} : Shape{K, N}));
   for (DType out : {kBFloat16, kFloat32}) {
     CAPTURE(dtype_name(out));
-    const Tensor c = out == kBFloat16 ? matmul(a, b) : kernels::gemm(a, b, kFloat32);
+    const Tensor c = out == kBFloat16 ? matmul(a, b) : kernels::gemm(a, b, {}, kFloat32);
     REQUIRE(c.dtype() == out);
 #ifdef AMPGRAD_WITH_ONEDNN
     const Tensor direct = empty(c.shape(), out);
-    REQUIRE(cpu::onednn::bf16_gemm(a, b, direct));
+    REQUIRE(cpu::onednn::bf16_gemm(a, b, {}, direct));
     CHECK(to_vector<float>(direct) == to_vector<float>(c));
 #endif
     const double ulp = out == kBFloat16 ? std::ldexp(1.0, -7) : 0;  // no rounding of a float32 output
@@ -100,6 +101,18 @@ TEST_CASE("a bfloat16 GEMM rounds its float32 sum once, to nearest, ties to even
   CHECK(to_vector<float>(matmul(ta, tb)) == std::vector<float>{256, 260, 258, 256, -256});
 }
 
+// The bias rides in oneDNN's epilogue: added to the float32 sum, then one rounding (bfloat16 is
+// 2 apart between 256 and 512). Sums 257 and 259 are ties, which alone would round to 256 and
+// 260; with the bias added first, 257.75 and 258.25 both round to 258.
+TEST_CASE("a bias in a bfloat16 GEMM on oneDNN is added before the one rounding") {
+  SKIP_WITHOUT_ONEDNN();
+  const Tensor a = from_vector<float>({1, 1}, {1, 2}).to(kBFloat16), b = from_vector<float>({128, 128, 129, 131}, {2, 2}).to(kBFloat16);
+  const Tensor bias = from_vector<float>({0.75, -0.75}).to(kBFloat16);
+  const Tensor out = empty({1, 2}, kBFloat16);
+  REQUIRE(cpu::onednn::bf16_gemm(a, b, bias, out));
+  CHECK(to_vector<float>(out) == std::vector<float>{258, 258});
+}
+
 TEST_CASE("the bfloat16 dot-product instruction flushes subnormal results to zero, the widening path keeps them") {
   SKIP_WITHOUT_ONEDNN();
   const float tiny = std::ldexp(1.0f, -65);  // a normal bfloat16; its square 2^-130 is subnormal in float32 and bfloat16
@@ -151,4 +164,25 @@ TEST_CASE("bfloat16 GEMMs rerun bit for bit, also after a GEMM at another thread
   check_gemm(a, b);
   set_num_threads(threads);
   CHECK(to_vector<float>(matmul(a, b)) == once);
+}
+
+// Which path a bfloat16 GEMM takes is a rule from the CPU's features, not a timing, so reruns take
+// the same path and give the same bits; and a 16-bit run's first line says which it is.
+TEST_CASE("the bfloat16 GEMM's path follows the CPU's features, and the run's note names it") {
+  using cpu::Bf16Path, cpu::bf16_path;
+  CHECK(bf16_path({.amx = true, .avx512_bf16 = true, .amd = false}) == Bf16Path::amx);
+  CHECK(bf16_path({.amx = false, .avx512_bf16 = true, .amd = true}) == Bf16Path::dot_product);   // Zen 4 and 5
+  CHECK(bf16_path({.amx = false, .avx512_bf16 = true, .amd = false}) == Bf16Path::widened);      // Intel without AMX: half float32's rate
+  CHECK(bf16_path({.amx = false, .avx512_bf16 = false, .amd = true}) == Bf16Path::widened);
+  CHECK(cpu::gemm_path_note(kFloat16).find("float16 GEMMs widened to float32") != std::string::npos);
+  const std::string note = cpu::gemm_path_note(kBFloat16);
+  MESSAGE(note);
+#ifdef AMPGRAD_WITH_ONEDNN
+  const Bf16Path here = cpu::onednn::bf16_gemm_path();
+  CHECK(note.find(here == Bf16Path::amx ? "on AMX tiles" : here == Bf16Path::dot_product ? "on AVX512-BF16 dot products" : "widened to float32") !=
+        std::string::npos);
+  CHECK((here == Bf16Path::widened) == onednn_bf16_kernel().empty());  // oneDNN runs exactly where the rule sends it
+#else
+  CHECK(note.find("widened to float32") != std::string::npos);
+#endif
 }

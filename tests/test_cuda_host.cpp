@@ -412,7 +412,7 @@ TEST_CASE("cuBLAS GEMM layout: transposed, sliced, broadcast and batched operand
   };
   for (const Case& c : cases) {
     INFO(c.what << ": " << shape_str(c.a.shape()) << " · " << shape_str(c.b.shape()));
-    const Tensor want = kernels::gemm(c.a, c.b, c.a.dtype());
+    const Tensor want = kernels::gemm(c.a, c.b, {}, c.a.dtype());
     Tensor out = zeros(want.shape(), kFloat64), a_copy, b_copy;
     replay_gemm(gemm_args(c.a, c.b, out, a_copy, b_copy));
     CHECK(values(out) == values(want));

@@ -152,6 +152,31 @@ std::vector<double> gemm_batched(const std::vector<double>& a, const std::vector
   return out;
 }
 
+// conv2d of x (N, C, H, W) by w (O, C, kh, kw) with stride s, zero padding p and bias (O): each
+// output a float64 sum over its window, in row-major (N, O, Ho, Wo) order; the padding's zeros
+// multiply the weights too, as im2col's do and PyTorch's (0·inf is NaN). kw defaults to kh.
+Reference convolution(size_t N, size_t C, size_t H, size_t W, size_t O, size_t kh, size_t s, size_t p, size_t kw = 0) {
+  return [=](const Values& v) {
+    const size_t kwd = kw ? kw : kh, Ho = (H + 2 * p - kh) / s + 1, Wo = (W + 2 * p - kwd) / s + 1;
+    std::vector<double> out;
+    for (size_t n = 0; n < N; ++n)
+      for (size_t o = 0; o < O; ++o)
+        for (size_t i = 0; i < Ho; ++i)
+          for (size_t j = 0; j < Wo; ++j) {
+            double acc = v[2][o];
+            for (size_t c = 0; c < C; ++c)
+              for (size_t a = 0; a < kh; ++a)
+                for (size_t b = 0; b < kwd; ++b) {
+                  const int64_t y = int64_t(i * s + a) - int64_t(p), x = int64_t(j * s + b) - int64_t(p);
+                  const bool inside = y >= 0 && y < int64_t(H) && x >= 0 && x < int64_t(W);
+                  acc += (inside ? v[0][((n * C + c) * H + size_t(y)) * W + size_t(x)] : 0.0) * v[1][((o * C + c) * kh + a) * kwd + b];
+                }
+            out.push_back(acc);
+          }
+    return out;
+  };
+}
+
 // softmax(scale·q kᵀ) v for q (B, L, E), k (B, S, E), v (B, S, Ev), query i seeing keys 0..i
 // where causal (top-left aligned, PyTorch's tril(ones(L, S))); the unseen keys' zero weights stay in
 // the product, as in the GEMM: 0·inf is NaN. scale 0: the default 1/√E.
@@ -296,13 +321,19 @@ std::vector<OpInfo> op_infos() {
          for (size_t k = 0; k < v[0].size(); k += 2) a.push_back(v[0][k]);
          return gemm_nt(a, transposed(v[1], 16, 7), 5, 16);
        }, .R = 16},
-      // the product is rounded to the dtype before the bias is added
+      // the bias is added in the GEMM's float32 epilogue, before the one rounding
       {.op = Op::linear, .inputs = {{{6, 16}}, {{5, 16}}, {{5}}}, .f = [](In i) { return linear(i[0], i[1], i[2]); },
        .reference = [](const Values& v) {
          std::vector<double> y = gemm_nt(v[0], v[1], 6, 16);
          for (size_t k = 0; k < y.size(); ++k) y[k] += v[2][k % 5];
          return y;
-       }, .R = 16, .rounded = 1},
+       }, .R = 16},
+      // conv2d: im2col + one GEMM with the bias in its epilogue (R: C·kh·kw), the input's gradient
+      // summed back in float32 and rounded once
+      {.op = Op::conv2d, .inputs = {{{2, 3, 5, 5}}, {{4, 3, 3, 3}}, {{4}}}, .f = [](In i) { return conv2d(i[0], i[1], i[2]); },
+       .reference = convolution(2, 3, 5, 5, 4, 3, 1, 0), .R = 27},
+      {.op = Op::conv2d, .variant = "stride 2, padding 1", .inputs = {{{1, 2, 6, 5}}, {{3, 2, 3, 2}}, {{3}}},
+       .f = [](In i) { return conv2d(i[0], i[1], i[2], 2, 1); }, .reference = convolution(1, 2, 6, 5, 3, 3, 2, 1, 2), .R = 12},
       // ---- attention (R: E, S or L, the GEMMs' sums; P is rounded to the dtype before P·V)
       {.op = Op::scaled_dot_product_attention, .variant = "causal, L < S", .inputs = {{{2, 5, 8}}, {{2, 7, 8}}, {{2, 7, 3}}},
        .f = [](In i) { return scaled_dot_product_attention(i[0], i[1], i[2]); }, .reference = attention(2, 5, 7, 8, 3, true), .R = 8, .rounded = 1},
@@ -357,7 +388,6 @@ std::vector<ByHand> by_hand() {
   return {
       {Op::permute, "test_ops.cpp: views and copies", [=](Device d) { (void)permute(x(d), {1, 0}); }},
       {Op::to, "test_tensor.cpp, test_autograd.cpp: casts between every dtype and device", [=](Device d) { (void)to(x(d), kFloat64); }},
-      {Op::conv2d, "test_ops.cpp: conv2d and max_pool2d", [=](Device d) { (void)conv2d(img(d), ones({1, 1, 2, 2}).to(d)); }},
       {Op::max_pool2d, "test_ops.cpp: conv2d and max_pool2d", [=](Device d) { (void)max_pool2d(img(d), 2); }},
       {Op::layer_norm, "test_ops.cpp: layer_norm and dropout", [=](Device d) { (void)layer_norm(x(d), {3}); }},
       {Op::batch_norm, "test_ops.cpp: batch_norm against PyTorch", [=](Device d) { (void)batch_norm(x(d), {}, {}, {}, {}, true); }},

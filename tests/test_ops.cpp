@@ -346,6 +346,25 @@ DEVICE_TEST_CASE("conv2d and max_pool2d: values and gradients") {
   }
 }
 
+// conv2d's input gradient sums each patch's gradient back into the image (col2im) in float32 and
+// rounds once: a 16-bit run's dx is, bit for bit, the float32 run's on the same values rounded
+// to the dtype. (Summed in 16 bits, overlapping 3x3 windows would round up to 9 times.)
+DEVICE_TEST_CASE("conv2d's 16-bit input gradient is float32's rounded once, bit for bit") {
+  manual_seed(9);
+  for (DType dtype : {kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor x = randn({2, 3, 7, 6}).to(dtype).to(dev), w = randn({4, 3, 3, 3}).to(dtype).to(dev), v = randn({2, 4, 5, 4}).to(dtype).to(dev);
+    auto input_grad = [&](DType t) {
+      Tensor xt = x.to(t).detach().requires_grad_();
+      conv2d(xt, w.to(t), {}, 1, 0).backward(v.to(t));
+      return xt.grad();
+    };
+    const Tensor once = input_grad(kFloat32).to(dtype), half = input_grad(dtype);
+    REQUIRE(half.dtype() == dtype);
+    CHECK(vec(half) == vec(once));
+  }
+}
+
 DEVICE_TEST_CASE("layer_norm and dropout") {
   Tensor x = from_vector<double>({1, 2, 3, 4}, {1, 4}).to(dev);
   // mean 2.5, biased var 1.25 -> (x - 2.5) / sqrt(1.25 + 1e-5)

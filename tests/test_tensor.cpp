@@ -130,7 +130,7 @@ DEVICE_TEST_CASE("half matmul equals float32 matmul of the rounded inputs, round
     // and against a float64 reference: error within one rounding of the output plus float32
     // accumulation over K=64 terms (~64 * 2^-24 relative), far below the half ulp
     // A float32 out_dtype is that float32 accumulator, unrounded.
-    const Tensor acc = kernels::gemm(a, b, kFloat32);
+    const Tensor acc = kernels::gemm(a, b, {}, kFloat32);
     REQUIRE(acc.dtype() == kFloat32);
     if (widens) CHECK(to_vector<float>(acc) == to_vector<float>(matmul(a.to(kFloat32), b.to(kFloat32))));
     std::vector<double> av = to_vector<double>(a), bv = to_vector<double>(b);
@@ -146,9 +146,9 @@ DEVICE_TEST_CASE("half matmul equals float32 matmul of the rounded inputs, round
   }
   // Only half operands have a wider accumulator to hand back.
   const Tensor f = randn({2, 3}).to(dev);
-  CHECK(error_of([&] { kernels::gemm(f, f.t(), kFloat64); }) ==
+  CHECK(error_of([&] { kernels::gemm(f, f.t(), {}, kFloat64); }) ==
         "gemm: cannot write float32 operands' product as float64: out_dtype must be theirs, or float32 for float16 and bfloat16");
-  CHECK(error_of([&] { kernels::gemm(f.to(kBFloat16), f.t().to(kBFloat16), kFloat16); }) ==
+  CHECK(error_of([&] { kernels::gemm(f.to(kBFloat16), f.t().to(kBFloat16), {}, kFloat16); }) ==
         "gemm: cannot write bfloat16 operands' product as float16: out_dtype must be theirs, or float32 for float16 and bfloat16");
 }
 

@@ -16,6 +16,7 @@
 #include "data_parallel.h"
 #include "output_files.h"
 #include "optim/optim.h"
+#include "tensor/cpu/gemm_path.h"
 #include "tensor/threads.h"
 #include "trainer_support.h"
 #include "training_state.h"
@@ -259,6 +260,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   const Step s{c, text, device, precision, *model, *replica, opt, schedule, scaler, skips, batches};
   int64_t params = 0;
   for (const Tensor& p : model->parameters()) params += p.numel();
+  if (precision.enabled && device.is_cpu()) log << cpu::gemm_path_note(precision.dtype) << "\n";  // what 16 bits buy on this CPU
   log << "gpt: " << c.text_path << " (" << text.train.size() << " train / " << text.val.size() << " val bytes, vocab "
       << mc.vocab_size << ")  layers=" << mc.n_layer << " heads=" << mc.n_head << " embd=" << mc.n_embd << " block=" << T
       << " params=" << params << "  batch=" << c.batch_size << (c.accum_steps > 1 ? " x " + std::to_string(c.accum_steps) : "")

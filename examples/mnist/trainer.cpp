@@ -22,6 +22,7 @@
 #include "output_files.h"
 #include "nn/checkpoint.h"
 #include "optim/optim.h"
+#include "tensor/cpu/gemm_path.h"
 #include "tensor/memory_stats.h"
 #include "tensor/threads.h"
 #include "trainer_support.h"
@@ -254,6 +255,7 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   train_loader.set_epoch(start_epoch);
   examples::TextOutput metrics(c.metrics_path, std::string("epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps,step_peak_bytes") +
                                                    (c.fgsm_eps > 0 ? ",fgsm_acc\n" : "\n"));
+  if (precision.enabled && device.is_cpu()) log << cpu::gemm_path_note(precision.dtype) << "\n";  // what 16 bits buy on this CPU
   log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
       << " test) optimizer=" << c.optimizer << " lr=" << opt->lr() << " batch=" << c.batch_size << " amp=" << c.amp
       << (c.float8 ? " float8=on" : "") << " scaler=" << (use_scaler ? "on" : "off") << " device=" << device.str() << " threads=" << get_num_threads() << (c.ddp ? " ranks=" + std::to_string(ranks) : "") << "\n";

@@ -4,12 +4,14 @@
 // since every row is computed with the arithmetic the whole GEMM gives it, the bits do not
 // depend on the thread count. float16/bfloat16 emulate a tensor core: inputs widened to float32
 // (exact), float32 accumulation, the result rounded to half once, tile by tile in the thread's
-// own scratch. Eigen's own Eigen::half GEMM is ~200x slower, so it is never used. A float32
-// out_dtype keeps the float32 result unrounded. A bfloat16 GEMM goes to oneDNN first where the
-// build has it (onednn/bf16_gemm.h): the same contract, kept by the CPU's bfloat16 dot-product
-// instructions.
+// own scratch, a bias added to its rows first (the epilogue: one rounding for the whole linear).
+// Eigen's own Eigen::half GEMM is ~200x slower, so it is never used. A float32 out_dtype keeps the
+// float32 result unrounded. A bfloat16 GEMM goes to oneDNN first where the build has it and it is
+// the faster path on this CPU (onednn/bf16_gemm.h): the same contract, kept by the CPU's bfloat16
+// dot-product instructions.
 #define EIGEN_DONT_PARALLELIZE  // the tiles below are the parallelism; this is the only Eigen GEMM
 #include "tensor/cpu/gemm_operand.h"
+#include "tensor/cpu/gemm_path.h"
 #include "tensor/cpu/half_convert.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/kernels.h"
@@ -67,17 +69,22 @@ Tensor gemm_ready(const Tensor& x) {
 }
 }  // namespace
 
-Tensor gemm(const Tensor& a_in, const Tensor& b_in, DType out_dtype) {
+Tensor gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, DType out_dtype) {
   // shapes and dtypes were checked by kernels::gemm
   const bool batched = a_in.dim() == 3;
   const int64_t B = batched ? a_in.shape()[0] : 1, M = a_in.shape()[batched], K = a_in.shape()[batched + 1], N = b_in.shape()[batched + 1];
   Tensor out = empty(batched ? Shape{B, M, N} : Shape{M, N}, out_dtype);
   if (out.numel() == 0) return out;
-  if (K == 0) { fill_(out, 0); return out; }
+  if (K == 0) {  // a sum of nothing: the bias alone
+    if (bias.defined()) copy_(out, bias);
+    else fill_(out, 0);
+    return out;
+  }
 #ifdef AMPGRAD_WITH_ONEDNN
-  if (a_in.dtype() == kBFloat16 && onednn::bf16_gemm(a_in, b_in, out)) return out;
+  if (a_in.dtype() == kBFloat16 && onednn::bf16_gemm(a_in, b_in, bias, out)) return out;
 #endif
   const Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
+  const Tensor row = bias.defined() ? contiguous_copy(bias, is_half(bias.dtype()) ? kFloat32 : bias.dtype()) : Tensor();  // in the math type
   // Tiles: each matrix's rows in as many pieces as the threads a batch leaves, when the GEMM is
   // big enough; the last tile takes the rows left over (at least 4).
   const int64_t threads = omp_get_max_threads();
@@ -96,13 +103,34 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, DType out_dtype) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t i = t / tiles, i0 = t % tiles * h, m = t % tiles == tiles - 1 ? M - i0 : h;
         T* c = round_out ? own : (T*)out.raw_data() + (i * M + i0) * N;
-        eigen_gemm<T>(rows(*as_operand(a, i), i0, m, a.element_size()), *as_operand(b, i), OutMap<T>(c, m, N, Eigen::OuterStride<>(N)));
+        OutMap<T> tile(c, m, N, Eigen::OuterStride<>(N));
+        eigen_gemm<T>(rows(*as_operand(a, i), i0, m, a.element_size()), *as_operand(b, i), tile);
+        if (row.defined()) tile.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>((const T*)row.raw_data(), N);
         if constexpr (has_convert_contiguous<S, float>)  // the single rounding of the float32 accumulator
           if (round_out) convert_contiguous((S*)out.raw_data() + (i * M + i0) * N, (const float*)c, m * N);
       }
     });
   });
   return out;
+}
+
+std::string gemm_path_note(DType dtype) {
+  if (dtype == kFloat16)
+    return "cpu: float16 GEMMs widened to float32 (no float16 GEMM kernel here), the 16-bit casts on top: float16 AMP is slower than "
+           "float32 on this CPU; it shows float16's numerics, not its speed";
+#ifdef AMPGRAD_WITH_ONEDNN
+  const std::string kernel = " through oneDNN (" + onednn::bf16_gemm_kernel() + ")";
+  switch (onednn::bf16_gemm_path()) {
+    case Bf16Path::amx: return "cpu: bfloat16 GEMMs on AMX tiles" + kernel + ", several times float32's GEMM rate: bf16 AMP can train faster than float32 here";
+    case Bf16Path::dot_product: return "cpu: bfloat16 GEMMs on AVX512-BF16 dot products" + kernel + ", faster than float32's FMA on this AMD CPU";
+    case Bf16Path::widened: break;
+  }
+#endif
+  if (__builtin_cpu_supports("avx512bf16"))
+    return "cpu: bfloat16 GEMMs widened to float32: this CPU's AVX512-BF16 without AMX runs them no faster than float32's FMA, so bf16 "
+           "AMP saves memory here, not time";
+  return "cpu: no AVX512-BF16 (or no oneDNN in this build): bfloat16 GEMMs widened to float32, the 16-bit casts on top: bf16 AMP is "
+         "slower than float32 on this CPU";
 }
 
 }  // namespace ampgrad::cpu

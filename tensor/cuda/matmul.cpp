@@ -80,26 +80,29 @@ GemmArgs gemm_args(const Tensor& a_in, const Tensor& b_in, const Tensor& out, Te
           out.raw_data(), as_int(N, "N"), M * N, as_int(B, "batch")};
 }
 
-Tensor gemm(const Tensor& a, const Tensor& b, DType out_dtype) {
+Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, DType out_dtype) {
   // shapes and dtypes were checked by kernels::gemm
   const bool batched = a.dim() == 3;
   Tensor out = empty(batched ? Shape{a.shape()[0], a.shape()[1], b.shape()[2]} : Shape{a.shape()[0], b.shape()[1]},
                      TensorOptions(out_dtype).device(a.device()));  // (B, M, N)
   if (out.numel() == 0) return out;
+  // A bias goes into C first and cuBLAS adds it (beta = 1) in the float32 compute type, before its
+  // one rounding of the output: the bias epilogue of PyTorch's addmm. K = 0 leaves it alone.
+  if (bias.defined()) copy_(out, bias);
   if (a.shape()[batched + 1] == 0) {  // K = 0: a sum of nothing
-    fill_(out, 0);
+    if (!bias.defined()) fill_(out, 0);
     return out;
   }
   Tensor a_copy, b_copy;
   const GemmArgs g = gemm_args(a, b, out, a_copy, b_copy);
   const GemmTypes types = gemm_types(a.dtype());
   const cudaDataType_t out_type = gemm_types(out_dtype).data;  // the inputs' type, or float32 for half inputs
-  // alpha and beta are read in the compute type: double for float64, float otherwise.
-  const double one64 = 1, zero64 = 0;
-  const float one32 = 1, zero32 = 0;
+  // alpha and beta are read in the compute type: double for float64, float otherwise; beta 1 adds C's bias.
+  const double one64 = 1, beta64 = bias.defined() ? 1 : 0;
+  const float one32 = 1, beta32 = bias.defined() ? 1 : 0;
   const bool is64 = types.compute == CUBLAS_COMPUTE_64F;
   const void* alpha = is64 ? (const void*)&one64 : (const void*)&one32;
-  const void* beta = is64 ? (const void*)&zero64 : (const void*)&zero32;
+  const void* beta = is64 ? (const void*)&beta64 : (const void*)&beta32;
 
   const int device = a.device().index;
   DeviceGuard guard(device);

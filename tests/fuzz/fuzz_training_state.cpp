@@ -1,6 +1,6 @@
 // fuzz_training_state.cpp — libFuzzer harness for the training-state restore
 // (examples/training_state.h) as the trainers use it: open, compare settings, restore the
-// model, optimizer, scaler and schedule the checkpoint names, read the step; then the restored
+// model, optimizer, scaler and schedule the saved state names, read the step; then the restored
 // run must take a step. A restored scaler whose scale is not positive and finite would skip
 // every later step without a word, so that is a finding too.
 #include <cmath>

@@ -4,19 +4,21 @@
 #pragma once
 #include <string>
 
+#include "tensor/cpu/gemm_path.h"
 #include "tensor/tensor.h"
 
 namespace ampgrad::cpu::onednn {
 
-// out = a · b for bfloat16 a (M, K) or (B, M, K) and b (K, N) or (B, K, N), the shapes kernels::gemm
-// checked; out is a new contiguous (M, N) or (B, M, N), bfloat16 or float32 (the sums
-// unrounded). Returns false, having written nothing, on a CPU without bfloat16 dot products
-// (AVX512-BF16 or AMX), where oneDNN's kernels would emulate them more slowly than widening, or
-// for a layout oneDNN does not take.
-bool bf16_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
+// out = a · b + bias for bfloat16 a (M, K) or (B, M, K), b (K, N) or (B, K, N) and bias (N) or
+// undefined, the shapes kernels::gemm checked; out is a new contiguous (M, N) or (B, M, N),
+// bfloat16 (rounded once, the bias added before) or float32 (the sums unrounded). Returns false,
+// having written nothing, where widening is this CPU's faster path (gemm_path.h) or for a layout
+// oneDNN does not take.
+bool bf16_gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
 
-// The oneDNN kernel a bfloat16 GEMM runs on this CPU ("brg:avx512_core_bf16" on AVX512-BF16),
-// or "" where bf16_gemm declines them all.
+// The oneDNN kernel a bfloat16 GEMM runs on this CPU ("brg:avx512_core_amx" on AMX), or "" where
+// bf16_gemm declines them all; and the path gemm_path.h's rule chose from oneDNN's ISA.
 std::string bf16_gemm_kernel();
+Bf16Path bf16_gemm_path();
 
 }  // namespace ampgrad::cpu::onednn
