@@ -2,7 +2,8 @@
 // CPU: column sums in more than one chunk (> 1024 rows), grid-stride loops past one grid (16.7M
 // elements, 65,536 rows), rows longer than one block (D > 512), the two-pass row sum (R > 16,384),
 // float32 GEMMs with TF32 on, 16-bit atomicAdd (scatter_add, index_select's backward), the
-// allocator's out-of-memory retry, and a second GPU. test_cuda.cpp covers the first paths.
+// allocator's out-of-memory retry, and a second GPU (ops there; a copy between GPUs ordered
+// against the source's later writes). test_cuda.cpp covers the first paths.
 // Each case skips first thing without a GPU (skip.h); sizes are kept to seconds on an H200.
 #include <doctest/doctest.h>
 
@@ -109,6 +110,34 @@ TEST_CASE("CUDA 16-bit atomicAdd: index_select's backward adds 1000 gradients in
     CHECK(*std::max_element(on_cpu.begin(), on_cpu.end()) >= 10.0f);  // sums, not single terms
     CHECK(grad_on(Device::cuda()) == on_cpu);
   }
+}
+
+TEST_CASE("CUDA copy between GPUs: the source's later work waits for the copy to read it") {
+  SKIP_WITHOUT_GPU();
+  SKIP_TEST_IF(cuda::device_count() < 2, "one GPU: a copy between GPUs needs a second");
+  // cuda:1's stream is kept busy (16 GEMMs, tens of ms), so each copy queued there behind them
+  // reads late; meanwhile cuda:0 overwrites the source in place, or hands its block to a new
+  // tensor. With the two devices' streams unordered, those writes land first and the copy reads them.
+  manual_seed(18);
+  const Tensor x = randn({1 << 24}), busy = randn({4096, 4096}).to(Device::cuda(1));
+  auto keep_busy = [&] {
+    Tensor sink = busy;
+    for (int i = 0; i < 16; ++i) sink = matmul(sink, busy);
+  };
+  keep_busy();
+  Tensor src = x.to(Device::cuda(0));
+  const Tensor copied = src.to(Device::cuda(1));
+  src.fill_(0.0);
+  keep_busy();
+  Tensor from_freed;
+  {
+    const Tensor temporary = x.to(Device::cuda(0));
+    from_freed = temporary.to(Device::cuda(1));
+  }
+  const Tensor reuse = full({1 << 24}, 7.0, TensorOptions().device(Device::cuda(0)));  // the block the temporary gave back
+  CHECK(to_vector<float>(copied) == to_vector<float>(x));
+  CHECK(to_vector<float>(from_freed) == to_vector<float>(x));
+  CHECK(to_vector<float>(src) == std::vector<float>(size_t(1) << 24, 0.0f));
 }
 
 #ifdef AMPGRAD_WITH_CUDA
