@@ -50,7 +50,9 @@ class NcclBackend final : public Backend {
     ncclUniqueId id;
     if (rank == 0) AMPGRAD_NCCL_CHECK(ncclGetUniqueId(&id));
     AMPGRAD_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
-    cuda::DeviceGuard on(device_);
+    // The rank's one device, current from here on: a guard restoring device 0 instead would open
+    // a context there on every rank (runtime.h, set_device).
+    cuda::set_device(device_);
     AMPGRAD_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
     AMPGRAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }

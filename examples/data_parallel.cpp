@@ -28,7 +28,7 @@ void abort_all(int status) {
 
 int rank() { return group().rank(); }
 int ranks() { return group().size(); }
-int cuda_device() { return distributed::device_for_local_rank(distributed::local_rank(), cuda::device_count()); }
+int cuda_device() { return distributed::set_local_device(); }
 
 void check_same_settings(const std::map<std::string, std::string>& settings) {
   std::vector<std::string> lines;

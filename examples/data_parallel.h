@@ -22,7 +22,7 @@ bool start(int& argc, char**& argv);
 void abort_all(int status);
 int rank();
 int ranks();
-int cuda_device();  // the GPU of this rank (distributed::device_for_local_rank); 0 without --ddp
+int cuda_device();  // the GPU of this rank, made current (distributed::set_local_device); 0 without --ddp
 // Every rank's run settings (flag -> value) against rank 0's, before the first collective that
 // depends on them: an Error on every rank names the first that differs and both values (ranks
 // that disagree would otherwise hang in, or overrun, a collective of another size).
