@@ -13,6 +13,8 @@
 // 16-bit tensors on the CPU are widened to float32, reduced in float32 and rounded once (a sum of
 // float16 values rounded after every add would depend on the order MPI adds in); NCCL reduces
 // float16 and bfloat16 itself.
+// A failed NCCL communicator (a peer rank died, the network failed) ends every rank within 0.1 s,
+// naming the failure (watchdog.h): its collectives, and any host wait behind them, would wait for ever.
 #pragma once
 #include <functional>
 #include <memory>
