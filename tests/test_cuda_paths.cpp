@@ -2,11 +2,12 @@
 // CPU: column sums in more than one chunk (> 1024 rows), grid-stride loops past one grid (more
 // runs than the grid's 16.7M threads, and a tail past the last run; 70,000 rows), rows longer than
 // one block (D > 512), the two-pass row sum (R > 16,384), float32 GEMMs with TF32 on, 16-bit
-// atomicAdd (scatter_add, index_select's backward), the allocator's out-of-memory retry (run alone:
-// tests/run_alone.cmake), and a second GPU (ops there; a copy between GPUs ordered against the
-// source's later writes). test_cuda.cpp covers the first paths. Where the data allow it (integers, an add) a
-// result must be the CPU's bit for bit, so a kernel that drops a row, a chunk or a tail is seen;
-// tests/mutants/ holds such kernels (# device: cuda), which scripts/gpu-check.sh shows fail here.
+// atomicAdd (scatter_add, index_select's backward), an event ordering a second stream after the
+// compute stream, the allocator's out-of-memory retry (run alone: tests/run_alone.cmake), and a
+// second GPU (ops there; a copy between GPUs ordered against the source's later writes).
+// test_cuda.cpp covers the first paths. Where the data allow it (integers, an add) a result must
+// be the CPU's bit for bit, so a kernel that drops a row, a chunk or a tail is seen; tests/mutants/
+// holds such kernels (# device: cuda), which scripts/gpu-check.sh shows fail here.
 // Each case skips first thing without a GPU (skip.h); sizes are kept to seconds on an H200.
 #include <doctest/doctest.h>
 
@@ -192,6 +193,31 @@ TEST_CASE("CUDA copy between GPUs: the source's later work waits for the copy to
 }
 
 #ifdef AMPGRAD_WITH_CUDA
+TEST_CASE("CUDA events order two streams: a copy on a second stream waits for the compute stream's write") {
+  SKIP_WITHOUT_GPU();
+  // On one GPU, what orders a copy between GPUs (copy.cpp) and NCCL's collectives: a non-blocking
+  // stream waits for nothing by itself. The compute stream is kept busy (16 GEMMs, tens of ms)
+  // before a fill, so a copy on the side stream that did not wait for it would read the zeros.
+  const size_t n = size_t(1) << 24;
+  const Tensor busy = randn({4096, 4096}).to(Device::cuda());
+  Tensor src = zeros({int64_t(n)}, TensorOptions().device(Device::cuda()));
+  const Tensor dst = empty({int64_t(n)}, TensorOptions().device(Device::cuda()));
+  Tensor sink = busy;
+  for (int i = 0; i < 16; ++i) sink = matmul(sink, busy);
+  src.fill_(1.0);
+  cudaStream_t side = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) == cudaSuccess);
+  {
+    cuda::Event filled(0);
+    filled.record(cuda::stream());
+    filled.wait_in(side);
+  }  // released before the copy is queued: the wait stays
+  REQUIRE(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), n * sizeof(float), cudaMemcpyDeviceToDevice, side) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(side) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(side) == cudaSuccess);
+  CHECK(to_vector<float>(dst) == std::vector<float>(n, 1.0f));
+}
+
 TEST_CASE("CUDA float32 matmul with TF32 on: inputs rounded to 11 significant bits, float32 sums") {
   SKIP_WITHOUT_GPU();
   manual_seed(16);
