@@ -101,9 +101,16 @@ void DistributedDataParallel::on_grad_accumulated(const Tensor& leaf) {
   s.ready = true;
   ++ready_;
   --buckets_[s.bucket].pending;
-  launch_ready_buckets();
-  if (ready_ == int(slots_.size())) return finish_pass();
-  for (int b = 0; b < next_bucket_; ++b) buckets_[b].work.poll();  // MPI moves nonblocking collectives inside its calls
+  // A collective that fails (to start, to progress or to finish) ends the pass with its error:
+  // reset, so that the next forward starts a new pass rather than refusing this one as unfinished.
+  try {
+    launch_ready_buckets();
+    if (ready_ == int(slots_.size())) return finish_pass();
+    for (int b = 0; b < next_bucket_; ++b) buckets_[b].work.poll();  // MPI moves nonblocking collectives inside its calls
+  } catch (...) {
+    reset_pass();
+    throw;
+  }
 }
 
 // A bucket starts when it is full and every bucket before it has started: all ranks then issue

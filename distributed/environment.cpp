@@ -1,7 +1,11 @@
-// environment.cpp — MPI's start, end and identity queries, each checked.
+// environment.cpp — MPI's start, end and identity queries, each checked, and the rank's GPU.
 #include "distributed/environment.h"
 
+#include "tensor/device.h"
 #include "tensor/error.h"
+#ifdef AMPGRAD_WITH_CUDA
+#include "tensor/cuda/runtime.h"
+#endif
 
 namespace ampgrad::distributed {
 
@@ -63,6 +67,14 @@ int local_rank() {
 int device_for_local_rank(int local_rank, int device_count) {
   AMPGRAD_CHECK(device_count > 0, "distributed: no CUDA device on this node for local rank " << local_rank);
   return local_rank % device_count;
+}
+
+int set_local_device() {
+  const int device = device_for_local_rank(local_rank(), cuda::device_count());
+#ifdef AMPGRAD_WITH_CUDA  // else device_for_local_rank has refused: no build without CUDA has a device
+  cuda::set_device(device);
+#endif
+  return device;
 }
 
 }  // namespace ampgrad::distributed

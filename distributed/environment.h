@@ -23,6 +23,10 @@ int local_rank();  // among the ranks on this node (MPI_COMM_TYPE_SHARED): which
 // The GPU a rank drives, one per rank: its node-local rank modulo the node's GPUs (a node running
 // more ranks than it has GPUs shares them round-robin, which NCCL refuses with "duplicate GPU").
 int device_for_local_rank(int local_rank, int device_count);
+// This rank's GPU (device_for_local_rank of its local rank and the node's GPUs), made the
+// process's current device as torch.cuda.set_device(local_rank) does: a rank that drives cuda:1
+// then never opens a context on GPU 0. An Error on a node without GPUs.
+int set_local_device();
 
 // init() for its lifetime, finalize() after: the usual first line of a data-parallel main.
 class Environment {

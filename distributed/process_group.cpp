@@ -40,18 +40,20 @@ void Work::wait() {
 
 bool Work::poll() { return !finish_ || !poll_ || poll_(); }
 
-ProcessGroup::ProcessGroup() {
+ProcessGroup::ProcessGroup() : ProcessGroup(make_mpi_backend) {}
+
+ProcessGroup::ProcessGroup(const std::function<std::unique_ptr<Backend>(MPI_Comm)>& host) {
   AMPGRAD_CHECK(is_initialized(), "ProcessGroup: call distributed::init() (or make a distributed::Environment) first");
   AMPGRAD_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
-  mpi_ = make_mpi_backend(comm_);
+  host_ = host(comm_);
 }
 
 ProcessGroup::~ProcessGroup() {
   nccl_.reset();
-  mpi_.reset();
+  host_.reset();
   if (comm_ != MPI_COMM_NULL && is_initialized()) MPI_Comm_free(&comm_);
 }
 
@@ -60,14 +62,14 @@ Backend& ProcessGroup::backend_for(const char* op, const Tensor& t) {
   // float8 is floating but storage-only: no transport can add it (NCCL and MPI have no such type)
   AMPGRAD_CHECK((t.is_floating_point() && !is_storage_only(t.dtype())) || t.dtype() == kInt64,
                 "ProcessGroup::" << op << ": dtype " << dtype_name(t.dtype()) << " is not supported (float32, float64, float16, bfloat16 and int64 are)");
-  if (t.device().is_cpu()) return *mpi_;
+  if (t.device().is_cpu()) return *host_;
 #ifdef AMPGRAD_WITH_NCCL
   if (!nccl_) nccl_ = make_nccl_backend(comm_, t.device().index);
   return *nccl_;
 #else
   AMPGRAD_CHECK(false, "ProcessGroup::" << op << ": a " << t.device().str() << " tensor needs NCCL, and this build of ampgrad has none "
                                            "(configure with AMPGRAD_CUDA=ON where the CUDA toolkit ships nccl.h and libnccl)");
-  return *mpi_;
+  return *host_;
 #endif
 }
 

@@ -13,6 +13,8 @@
 // 16-bit tensors on the CPU are widened to float32, reduced in float32 and rounded once (a sum of
 // float16 values rounded after every add would depend on the order MPI adds in); NCCL reduces
 // float16 and bfloat16 itself.
+// A failed NCCL communicator (a peer rank died, the network failed) ends every rank within 0.1 s,
+// naming the failure (watchdog.h): its collectives, and any host wait behind them, would wait for ever.
 #pragma once
 #include <functional>
 #include <memory>
@@ -58,6 +60,9 @@ struct Backend {
 class ProcessGroup {
  public:
   ProcessGroup();  // every rank of MPI_COMM_WORLD (a duplicate: its messages meet no one else's)
+  // The same, its CPU tensors carried by the Backend `host` makes on the group's communicator
+  // rather than by MPI's own (a test's transport that fails when told to).
+  explicit ProcessGroup(const std::function<std::unique_ptr<Backend>(MPI_Comm)>& host);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -75,7 +80,7 @@ class ProcessGroup {
   Backend& backend_for(const char* op, const Tensor& t);
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
-  std::unique_ptr<Backend> mpi_, nccl_;  // NCCL's communicator is made on the first CUDA tensor
+  std::unique_ptr<Backend> host_, nccl_;  // CPU tensors (MPI), CUDA tensors (NCCL: made on the first)
 };
 
 std::unique_ptr<Backend> make_mpi_backend(MPI_Comm comm);

@@ -3,6 +3,7 @@
 #include "data_parallel.h"
 
 #include <cstdlib>
+#include <memory>
 
 #include "autograd/ops.h"
 #include "distributed/ddp.h"
@@ -11,15 +12,27 @@
 
 namespace ampgrad::examples::data_parallel {
 
-static distributed::ProcessGroup& group() {
-  static distributed::ProcessGroup pg;  // made after start(); MPI_Finalize runs at exit, after it
+// The process's group, made at its first use (after start(), or a test's distributed::Environment)
+// and ended by end(): destroyed at exit instead, its NCCL communicator and stream would go after
+// CUDA's own exit teardown, onto a runtime already unloading.
+static std::unique_ptr<distributed::ProcessGroup>& the_group() {
+  static std::unique_ptr<distributed::ProcessGroup> pg;
   return pg;
+}
+static distributed::ProcessGroup& group() {
+  if (!the_group()) the_group() = std::make_unique<distributed::ProcessGroup>();
+  return *the_group();
 }
 
 bool start(int& argc, char**& argv) {
   distributed::init(&argc, &argv);
-  std::atexit([] { distributed::finalize(); });
+  std::atexit([] { distributed::finalize(); });  // for a main that leaves without end()
   return group().rank() == 0;
+}
+
+void end() {
+  the_group().reset();
+  distributed::finalize();
 }
 
 void abort_all(int status) {
@@ -28,7 +41,16 @@ void abort_all(int status) {
 
 int rank() { return group().rank(); }
 int ranks() { return group().size(); }
-int cuda_device() { return distributed::device_for_local_rank(distributed::local_rank(), cuda::device_count()); }
+int cuda_device() { return distributed::set_local_device(); }
+
+std::string devices(Device mine) {
+  const std::vector<int64_t> all = to_vector<int64_t>(group().all_gather(
+      from_vector(std::vector<int64_t>{int64_t(mine.type), mine.index}, {2}, TensorOptions(kInt64))));  // (ranks, 2)
+  std::string text;
+  for (size_t r = 0; r < all.size() / 2; ++r)
+    text += (r ? "," : "") + Device{DeviceType(all[2 * r]), int(all[2 * r + 1])}.str();
+  return text;
+}
 
 void check_same_settings(const std::map<std::string, std::string>& settings) {
   std::vector<std::string> lines;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "data/loader.h"
 #include "nn/module.h"
@@ -17,12 +18,17 @@ namespace ampgrad::examples::data_parallel {
 
 // MPI for the rest of the process; true on rank 0, which alone prints and writes.
 bool start(int& argc, char**& argv);
+// Ends the process group (NCCL's communicator and stream first) and MPI: main calls it before
+// it returns, while CUDA is still up (exit's teardown would end CUDA first).
+void end();
 // After an error on this rank, once MPI is up: ends every rank (MPI_Abort), which would otherwise
 // wait in their next collective for this one forever.
 void abort_all(int status);
 int rank();
 int ranks();
-int cuda_device();  // the GPU of this rank (distributed::device_for_local_rank); 0 without --ddp
+int cuda_device();  // the GPU of this rank, made current (distributed::set_local_device); 0 without --ddp
+// Every rank's device, in rank order ("cuda:0,cuda:1"): rank 0 prints them all. Every rank calls it.
+std::string devices(Device mine);
 // Every rank's run settings (flag -> value) against rank 0's, before the first collective that
 // depends on them: an Error on every rank names the first that differs and both values (ranks
 // that disagree would otherwise hang in, or overrun, a collective of another size).

@@ -13,7 +13,9 @@ bool start(int&, char**&) {
 void abort_all(int) {}
 int rank() { return 0; }
 int ranks() { return 1; }
+void end() {}
 int cuda_device() { return 0; }
+std::string devices(Device mine) { return mine.str(); }
 void check_same_settings(const std::map<std::string, std::string>&) {}
 std::shared_ptr<nn::Module> wrap(std::shared_ptr<nn::Module> model) { return model; }
 data::Dataset shard(const data::Dataset& all, uint64_t, int64_t) { return all; }

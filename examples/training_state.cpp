@@ -2,19 +2,17 @@
 #include "training_state.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <iomanip>
-#include <sstream>
 
 #include "tensor/checked_int.h"
 
 namespace ampgrad::examples {
 
 std::string exact(double value) {
-  std::ostringstream s;
-  s << std::setprecision(17) << value;
-  return s.str();
+  char text[32];  // the shortest round trip of a double is at most 24 characters
+  return std::string(text, std::to_chars(text, text + sizeof text, value).ptr);
 }
 
 void save_training_state(const std::string& path, const nn::Module& model, const optim::Optimizer& opt, const amp::GradScaler& scaler,

@@ -60,7 +60,8 @@ class TrainingState {
   data::SafeTensors file_;
 };
 
-// A double as text that reads back to the same double.
+// A double as the shortest text that reads back to the same double: 0.05 as "0.05", as typed,
+// not "0.050000000000000003" (and 0.1 + 0.2 as "0.30000000000000004", still exact).
 std::string exact(double value);
 
 }  // namespace ampgrad::examples

@@ -1,36 +1,51 @@
 #!/usr/bin/env bash
-# gpu-check.sh — everything that needs a GPU, in one run on a fresh GPU machine (< 8 minutes;
-# 108 s on an H200 on 2026-12-04, the build 54 s of it):
-# configure and build for sm_90; the whole ctest suite (CPU and CUDA cases), and after failed
-# tests the first failing suite again under compute-sanitizer with the caching allocator off
-# (memcheck.log); the speed of one training step in each precision, of a 4 x 4096 MLP at batch
+# gpu-check.sh [--quick] — everything that needs a GPU, in one run on a fresh GPU machine.
+# The full check (< 7 minutes; 108 s on an H200 on 2026-12-04, before the mutant stage, the build
+# 54 s of it): configure and build for sm_90; the whole ctest suite (CPU and CUDA cases), and after
+# failed tests the first failing suite again under compute-sanitizer with the caching allocator
+# off (memcheck.log); the speed of one training step in each precision, of a 4 x 4096 MLP at batch
 # 2048 and of a 6 x 384 GPT at block 256 and batch 64 (bench/gpu_step.cpp), beside PyTorch's when
-# torch is installed (bench/torch_gpu_step.py); MNIST on CUDA in float32, float16 +
-# GradScaler and bfloat16; the memory example on CUDA (memory.txt); NCCL with one rank, its
-# collectives and mnist --ddp (nccl.log, where MPI is installed); the character GPT on CUDA
-# under fp16 + GradScaler (gpt.txt).
+# torch is installed (bench/torch_gpu_step.py); MNIST on CUDA in float32, float16 + GradScaler and
+# bfloat16; the memory example on CUDA (memory.txt); NCCL with one rank, its collectives and mnist
+# --ddp (nccl.log, where MPI is installed); the character GPT on CUDA under fp16 + GradScaler
+# (gpt.txt); and last, a stage of its own, the GPU mutants: each wrong CUDA kernel of
+# tests/mutants/ ("# device: cuda") built and shown to fail its case (scripts/mutants.sh --gpu,
+# mutants.txt; it leaves the build folder with the last mutant's objects).
+# --quick (4 minutes from a cold start, the build included: its budget): builds only the suites
+# that have a CUDA case, mnist and gpu_step, and runs every CUDA case and the NCCL cases, the
+# MLP's AMP step benchmark, one MNIST fp16 epoch on CUDA and the NCCL stage; the rest is listed
+# as not run. Run it first: it leaves time for a fix and the full check in 15 minutes of GPU.
 # Prints each stage's wall time; a failing stage is reported and the later ones still run. The
-# whole run has a budget (GPU_CHECK_BUDGET_S, 450 s: the device tool stops a command at 600 s)
-# and every stage after configure a time limit within it (exit 124 in the table), so a kernel
-# that hangs costs minutes, not the machine's whole lease; a stage that would get under 30 s is
-# not started. The logs (ctest's, memcheck's, mnist's, both benchmarks', the step table, the
-# stage table written as each stage ends) go to $OUT/gpu-check when the device tool sets OUT,
-# so they come back, packed at the end into $OUT/gpu-check.tgz (the tool returns at most 8
-# files; a run stopped before its end leaves them loose); else to the build folder. The step
-# table is written whatever failed: PyTorch's column needs no build.
+# whole run has a budget (GPU_CHECK_BUDGET_S: 420 s, 240 s with --quick; the device tool stops a
+# command at 600 s) and every stage after configure a time limit within it (exit 124 in the
+# table), so a kernel that hangs costs minutes, not the machine's whole lease; a stage that would
+# get under 30 s is not started. At the end it lists every stage that did not run, and why. The
+# logs (ctest's, memcheck's, mnist's, both benchmarks', the mutants', the step table, the stage
+# table written as each stage ends) go to $OUT/gpu-check when the device tool sets OUT, so they
+# come back, packed at the end into $OUT/gpu-check.tgz (the tool returns at most 8 files; a run
+# stopped before its end leaves them loose); else to the build folder. The step table is written
+# whatever failed: PyTorch's column needs no build. Without a GPU it says so and stops (exit 77).
 # The GPU machine reaches no package registry: stage the build's libraries here with
 # scripts/gpu-deps.sh and the MNIST data with scripts/get-data.sh, then carry both folders.
 #
 #   scripts/gpu-deps.sh && scripts/get-data.sh     # here, once
-#   device run, carry [".gpu-deps", "data-cache"]: scripts/gpu-check.sh
+#   device run, carry [".gpu-deps", "data-cache"]: scripts/gpu-check.sh --quick, then scripts/gpu-check.sh
 #   BUILD_DIR=build-x scripts/gpu-check.sh         # builds in build-gpu by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+case ${1:-} in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "gpu-check.sh: unknown argument '$1' (--quick, or none for the full check)" >&2; exit 2 ;;
+esac
 build=${BUILD_DIR:-build-gpu}
 jobs=$(nproc 2>/dev/null || echo 16)  # 16 on the H200 machines
 log=${OUT:-$build}/gpu-check
-deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-450}))
-failed=() skipped=()
+deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-$((quick ? 240 : 420))}))
+failed=() skipped=() not_run=()
+stage_out=$(mktemp)
+trap 'rm -f "$stage_out"' EXIT
 [ -d /usr/local/cuda/bin ] && PATH=/usr/local/cuda/bin:$PATH  # nvcc, compute-sanitizer
 
 # limit CAP: the seconds a stage may run, CAP or what the budget has left (less 30 s: 10 for
@@ -41,8 +56,8 @@ limit() {
 }
 
 # timed NAME CMD...: runs CMD, prints its wall time and appends it to stages.txt, and notes a
-# failure (or a skip: CMD exits 77 when the stage cannot run here). A stage whose limit would be
-# under 30 s is not started, and that counts as a failure.
+# failure (or a skip: CMD exits 77 when the stage cannot run here, its last line saying why). A
+# stage whose limit would be under 30 s is not started, and that counts as a failure.
 timed() {
   local name=$1 t0 t1 rc=0 line
   shift
@@ -53,21 +68,48 @@ timed() {
     echo "not started: the time budget is spent"
     rc=125
   else
-    "$@" || rc=$?
+    "$@" 2>&1 | tee "$stage_out" || rc=$?
   fi
   t1=$(date +%s.%N)
   line=$(awk -v a="$t0" -v b="$t1" -v n="$name" -v rc="$rc" \
-    'BEGIN { printf "%-28s %7.1f s%s", n, b - a, rc == 77 ? "   SKIPPED" : rc == 125 ? "   NOT RUN (budget spent)" : rc ? "   FAILED (exit " rc ")" : "" }')
+    'BEGIN { printf "%-34s %7.1f s%s", n, b - a, rc == 77 ? "   SKIPPED" : rc == 125 ? "   NOT RUN (budget spent)" : rc ? "   FAILED (exit " rc ")" : "" }')
   echo "--- $line"
   echo "$line" >>"$log/stages.txt"
-  if ((rc == 77)); then skipped+=("$name"); elif ((rc != 0)); then failed+=("$name"); fi
+  if ((rc == 77)); then
+    skipped+=("$name")
+    not_run+=("$name: skipped, $(tail -n 1 "$stage_out")")
+  elif ((rc == 125)); then
+    failed+=("$name")
+    not_run+=("$name: the time budget was spent")
+  elif ((rc != 0)); then
+    failed+=("$name")
+  fi
   return 0
+}
+
+# stage NAME CMD...: timed, where the build succeeded; else listed as not run.
+stage() { if ((built)); then timed "$@"; else not_run+=("$1: nothing was built (configure or build failed)"); fi; }
+# full_stage NAME CMD...: a stage of the full check alone; --quick lists it as not run.
+full_stage() { if ((quick)); then not_run+=("$1: not in --quick"); else stage "$@"; fi; }
+
+# The cases --quick runs: every one a GPU runs (a "(cuda)" case, test_cuda*'s, a "CUDA ..." or
+# "cuda::..." name, the NCCL cases and a rank's device), and none of a suite it did not build.
+quick_cases='cuda|CUDA|NCCL|GPU|test_rank_device'
+# The targets --quick builds: each suite with such a case (a device parameter, or a skip without
+# a GPU or without enough of them), test_cuda_host (its name matches), mnist for the epoch and
+# gpu_step for the AMP step.
+quick_targets() {
+  grep -lE 'DEVICE_TEST_CASE\(|SKIP_WITHOUT_GPU|SKIP_TEST_IF\(cuda::device_count' tests/test_*.cpp distributed/tests/test_*.cpp |
+    xargs -n1 basename | sed 's/\.cpp$//'
+  echo test_cuda_host mnist gpu_step
 }
 
 run_ctest() {
   # The slowest case takes seconds (a CPU training test ran past 60 s only while every case
   # started a thread per core); 120 s each, and the stage as a whole at most 240 s.
-  (cd "$build" && timeout -k 10 "$(limit 240)" ctest --output-on-failure --timeout 120 -j"$jobs" 2>&1) | tee "$log/ctest.log"
+  local select=()
+  ((quick)) && select=(-R "$quick_cases" -E '_NOT_BUILT-')
+  (cd "$build" && timeout -k 10 "$(limit 240)" ctest --output-on-failure --timeout 120 -j"$jobs" "${select[@]}" 2>&1) | tee "$log/ctest.log"
   local rc=${PIPESTATUS[0]}
   ((rc == 124 || rc == 137)) && { echo "ctest stopped at its time limit"; return "$rc"; }
   # With a GPU present, a skipped CUDA case means the tests did not see it: that is a failure.
@@ -99,13 +141,13 @@ memcheck() {
     "$build/tests/$suite" --test-case-exclude='*(cpu)' 2>&1 | tee "$log/memcheck.log" || true
 }
 
-mnist() {  # mnist AMP: two epochs of the MLP on the GPU (mnist AMP [FLAGS...])
+mnist() {  # mnist AMP: epochs of the MLP on the GPU, two (one with --quick) (mnist AMP [FLAGS...])
   if [ ! -d data-cache/mnist ]; then
     echo "no data-cache/mnist here (scripts/get-data.sh, then carry data-cache)"
     return 77
   fi
   echo "=== --amp $*" >>"$log/mnist.log"
-  timeout -k 10 "$(limit 120)" "$build/examples/mnist" --device cuda --amp "$1" "${@:2}" --epochs 2 2>&1 | tee -a "$log/mnist.log"
+  timeout -k 10 "$(limit 120)" "$build/examples/mnist" --device cuda --amp "$1" "${@:2}" --epochs $((quick ? 1 : 2)) 2>&1 | tee -a "$log/mnist.log"
   return "${PIPESTATUS[0]}"
 }
 
@@ -144,6 +186,15 @@ nccl() {  # the NCCL path with one rank: one GPU here, and multi-rank NCCL needs
   return "$rc"
 }
 
+mutants() {  # the GPU mutants: each wrong kernel must make its case fail (mutants.sh --gpu)
+  if ! command -v git >/dev/null && ! command -v patch >/dev/null; then
+    echo "neither git nor patch on this machine: the mutants cannot be applied"
+    return 77
+  fi
+  BUILD_DIR=$build timeout -k 10 "$(limit 300)" scripts/mutants.sh --gpu 2>&1 | tee "$log/mutants.txt"
+  return "${PIPESTATUS[0]}"
+}
+
 bench_ampgrad() {  # bench_ampgrad MODEL: gpu_step's three precisions of MODEL (mlp or gpt)
   if [ ! -x "$build/bench/gpu_step" ]; then
     echo "bench/gpu_step was not built"
@@ -179,9 +230,14 @@ step_table() {
     }' "$log/ampgrad.txt" "$log/torch.txt" | tee "$log/table.txt"
 }
 
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  echo "gpu-check.sh: no GPU here (nvidia-smi lists none): nothing of this check can run; run it on a GPU machine" >&2
+  exit 77
+fi
 mkdir -p "$log"
-for f in stages.txt ctest.log memcheck.log ampgrad.txt torch.txt mnist.log memory.txt nccl.log gpt.txt; do : >"$log/$f"; done
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+for f in stages.txt ctest.log memcheck.log ampgrad.txt torch.txt mnist.log memory.txt nccl.log gpt.txt mutants.txt; do : >"$log/$f"; done
+echo "gpu-check.sh$( ((quick)) && echo " --quick"): $(date -u '+%Y-%m-%d %H:%M UTC')" | tee "$log/stages.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log/stages.txt" || true
 { g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1; } || true
 deps=() generator=()
 if [ -d .gpu-deps/root ]; then  # staged by scripts/gpu-deps.sh: searched before the system
@@ -199,27 +255,35 @@ if [ -n "$nccl" ] && [ -f "$nccl/include/nccl.h" ] && ! ls /usr/local/cuda/inclu
   export LD_LIBRARY_PATH=$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi  # the GPU image has ninja, maybe no make
+built=0
 timed "configure (sm_90)" cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAMPGRAD_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo "${deps[@]}"
-if ((${#failed[@]} == 0)); then timed "build (-j$jobs)" timeout -k 10 "$(limit 300)" cmake --build "$build" -j"$jobs"; fi
-built=$((${#failed[@]} == 0))
-if ((built)); then
-  timed "ctest (CPU + CUDA)" run_ctest
-  if grep -q "tests FAILED:" "$log/ctest.log"; then timed "memcheck of a failing suite" memcheck; fi
-  timed "benchmark ampgrad (MLP step)" bench_ampgrad mlp
-  timed "benchmark ampgrad (GPT step)" bench_ampgrad gpt
+if ((${#failed[@]} == 0)); then
+  targets=()
+  if ((quick)); then for t in $(quick_targets); do targets+=(--target "$t"); done; fi
+  timed "build (-j$jobs$( ((quick)) && echo ", quick targets"))" timeout -k 10 "$(limit 300)" cmake --build "$build" -j"$jobs" "${targets[@]}"
+  built=$((${#failed[@]} == 0))
+else
+  not_run+=("build: configure failed")
 fi
-timed "benchmark PyTorch (MLP step)" bench_torch mlp
-timed "benchmark PyTorch (GPT step)" bench_torch gpt
-if ((built)); then
-  timed "mnist cuda fp32" mnist off
-  timed "mnist cuda fp16 + scaler" mnist fp16
-  timed "mnist cuda bf16" mnist bf16
-  timed "memory example cuda" memory
-  timed "nccl 1 rank + mnist --ddp" nccl
-  timed "gpt cuda fp16 + scaler" gpt
-  timed "mnist cuda bf16 + float8" mnist bf16 --float8  # last: the budget goes to the figures above first
+stage "ctest ($( ((quick)) && echo "CUDA and NCCL cases" || echo "CPU + CUDA"))" run_ctest
+if grep -q "tests FAILED:" "$log/ctest.log"; then stage "memcheck of a failing suite" memcheck; else not_run+=("memcheck of a failing suite: no test failed"); fi
+stage "benchmark ampgrad (MLP step)" bench_ampgrad mlp
+full_stage "benchmark ampgrad (GPT step)" bench_ampgrad gpt
+if ((quick)); then
+  not_run+=("benchmark PyTorch (MLP step): not in --quick" "benchmark PyTorch (GPT step): not in --quick")
+else
+  timed "benchmark PyTorch (MLP step)" bench_torch mlp
+  timed "benchmark PyTorch (GPT step)" bench_torch gpt
 fi
+full_stage "mnist cuda fp32" mnist off
+stage "mnist cuda fp16 + scaler" mnist fp16
+full_stage "mnist cuda bf16" mnist bf16
+full_stage "memory example cuda" memory
+stage "nccl 1 rank + mnist --ddp" nccl
+full_stage "gpt cuda fp16 + scaler" gpt
+full_stage "mnist cuda bf16 + float8" mnist bf16 --float8  # late: the budget goes to the figures above first
+full_stage "mutants (GPU kernels that must fail)" mutants  # last: it leaves the build with a mutant's objects
 
 echo
 echo "=== training step, ms (median)"
@@ -228,6 +292,10 @@ echo
 echo "=== stages"
 cat "$log/stages.txt"
 {
+  if ((${#not_run[@]})); then
+    echo "NOT RUN:"
+    printf '  %s\n' "${not_run[@]}"
+  fi
   if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; fi
   if ((${#skipped[@]})); then echo "SKIPPED: ${skipped[*]}"; fi
   if ((${#failed[@]} == 0)); then echo "no stage failed"; fi

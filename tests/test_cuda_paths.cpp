@@ -1,8 +1,13 @@
 // test_cuda_paths.cpp — the CUDA kernels' second paths, at the sizes that take them, against the
-// CPU: column sums in more than one chunk (> 1024 rows), grid-stride loops past one grid (16.7M
-// elements, 65,536 rows), rows longer than one block (D > 512), the two-pass row sum (R > 16,384),
-// float32 GEMMs with TF32 on, 16-bit atomicAdd (scatter_add, index_select's backward), the
-// allocator's out-of-memory retry, and a second GPU. test_cuda.cpp covers the first paths.
+// CPU: column sums in more than one chunk (> 1024 rows), grid-stride loops past one grid (more
+// runs than the grid's 16.7M threads, and a tail past the last run; 70,000 rows), rows longer than
+// one block (D > 512), the two-pass row sum (R > 16,384), float32 GEMMs with TF32 on, 16-bit
+// atomicAdd (scatter_add, index_select's backward), an event ordering a second stream after the
+// compute stream, the allocator's out-of-memory retry (run alone: tests/run_alone.cmake), and a
+// second GPU (ops there; a copy between GPUs ordered against the source's later writes).
+// test_cuda.cpp covers the first paths. Where the data allow it (integers, an add) a result must
+// be the CPU's bit for bit, so a kernel that drops a row, a chunk or a tail is seen; tests/mutants/
+// holds such kernels (# device: cuda), which scripts/gpu-check.sh shows fail here.
 // Each case skips first thing without a GPU (skip.h); sizes are kept to seconds on an H200.
 #include <doctest/doctest.h>
 
@@ -29,6 +34,23 @@ const Device cpu = Device::cpu();
 
 double max_abs(const Tensor& t) { return max(abs(t.to(cpu).to(kFloat64))).item<double>(); }
 
+// n values of `dtype` on the CPU, each 1 with probability 1/every, else 0 (every = 0: each -1, 0
+// or 1 alike): integers whose every partial sum is exact in a float32 accumulator, so a GPU sum
+// must give the CPU's bits, a sum rounded once to the dtype.
+Tensor integers(Shape shape, DType dtype, uint64_t seed, uint64_t every = 0) {
+  Generator gen(seed);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = every ? double(gen.next() % every == 0) : double(int64_t(gen.next() % 3) - 1);
+  return from_vector(v, shape).to(dtype);
+}
+
+void check_same_bits(const std::string& what, const Tensor& on_cpu, const Tensor& on_gpu) {
+  REQUIRE_MESSAGE(on_gpu.device().is_cuda(), what << " ran on " << on_gpu.device().str());
+  CHECK_MESSAGE(to_vector<double>(on_gpu) == to_vector<double>(on_cpu), what << " (" << dtype_name(on_cpu.dtype()) << "): not the CPU's values");
+}
+
 // |cpu − cuda| <= tolerance(dtype, steps, R, scale) everywhere (tolerance.h), naming the worst.
 void check_against_cpu(const std::string& what, const Tensor& on_cpu, const Tensor& on_gpu, int steps, int64_t R, double scale) {
   REQUIRE_MESSAGE(on_gpu.device().is_cuda(), what << " ran on " << on_gpu.device().str());
@@ -38,33 +60,63 @@ void check_against_cpu(const std::string& what, const Tensor& on_cpu, const Tens
   CHECK_MESSAGE(worst <= tol, what << " (" << dtype_name(on_cpu.dtype()) << "): |cpu - cuda| reaches " << worst << ", bound " << tol);
 }
 
+// Each element within its own bound, for an op whose outputs are float32 quotients of sums of R
+// terms, rounded once (softmax): cpu_cuda_half_tolerance (tolerance.h) with the element as its
+// scale, so an output that is 0, or off by a factor, fails where it is small too.
+void check_each_against_cpu(const std::string& what, const Tensor& on_cpu, const Tensor& on_gpu, int64_t R) {
+  REQUIRE_MESSAGE(on_gpu.device().is_cuda(), what << " ran on " << on_gpu.device().str());
+  const std::vector<double> c = to_vector<double>(on_cpu), g = to_vector<double>(on_gpu);
+  REQUIRE(c.size() == g.size());
+  size_t worst = 0;
+  double worst_ratio = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const double bound = cpu_cuda_half_tolerance(on_cpu.dtype(), 0, R, c[i], std::abs(c[i]));
+    const double ratio = c[i] == g[i] ? 0 : bound > 0 ? std::abs(c[i] - g[i]) / bound : INFINITY;
+    if (!(ratio <= worst_ratio)) worst = i, worst_ratio = ratio;
+  }
+  CHECK_MESSAGE(worst_ratio <= 1, what << " (" << dtype_name(on_cpu.dtype()) << "): element " << worst << " is " << g[worst] << " on cuda, "
+                                       << c[worst] << " on the cpu, " << worst_ratio << " times its bound");
+}
+
 }  // namespace
 
-TEST_CASE("CUDA column sums over more than one chunk of 1024 rows: a bias gradient at batch 5000") {
+TEST_CASE("CUDA column sums over more than one chunk of 1024 rows: a bias gradient at batch 5000, exactly") {
   SKIP_WITHOUT_GPU();
-  manual_seed(11);
+  // Values -1, 0, 1: each column sum is exact on both devices, and a row dropped (or summed twice)
+  // moves one by 1, which every dtype here resolves below 256 (bfloat16's 8 bits).
   for (DType t : {kFloat32, kFloat16, kBFloat16}) {
-    const Tensor x = randn({5000, 37}).to(t);
-    check_against_cpu("sum over dim 0", sum(x, {0}), sum(x.to(Device::cuda()), {0}), 1, 5000, 1.0);
+    const Tensor x = integers({5000, 37}, t, 11);
+    REQUIRE(max_abs(sum(x, {0})) < 256);
+    check_same_bits("sum over dim 0", sum(x, {0}), sum(x.to(Device::cuda()), {0}));
   }
 }
 
-TEST_CASE("CUDA row sums past 16,384 elements take two passes") {
+TEST_CASE("CUDA row sums past 16,384 elements take two passes, exactly") {
   SKIP_WITHOUT_GPU();
-  manual_seed(12);
-  for (DType t : {kFloat32, kFloat16}) {
-    const Tensor x = randn({3, 100000}).to(t);
-    check_against_cpu("sum over dim 1", sum(x, {1}), sum(x.to(Device::cuda()), {1}), 1, 100000, 1.0);
-    check_against_cpu("sum of all", sum(x), sum(x.to(Device::cuda())), 1, 300000, 1.0);
+  // Ones among zeros (one in 8): sums near 12,500 (rows) and 37,500 (all), below float16's 65,504,
+  // exact in float32 before the one rounding; a chunk dropped, thousands of elements, moves a sum
+  // by hundreds of ones, far past any dtype's rounding step there (bfloat16's: 256 at most).
+  for (DType t : {kFloat32, kFloat16, kBFloat16}) {
+    const Tensor x = integers({3, 100000}, t, 12, 8);
+    check_same_bits("sum over dim 1", sum(x, {1}), sum(x.to(Device::cuda()), {1}));
+    check_same_bits("sum of all", sum(x), sum(x.to(Device::cuda())));
   }
 }
 
-TEST_CASE("CUDA grid-stride loops past one grid: 17M elements, 70,000 rows") {
+TEST_CASE("CUDA grid-stride loops past one grid: 67M float32 elements and a tail, 17M strided, 70,000 rows") {
   SKIP_WITHOUT_GPU();
   manual_seed(13);
-  const Tensor a = randn({17 * 1000 * 1000}), b = randn({17 * 1000 * 1000});
+  // One grid is 65,536 blocks of 256 threads (tensor/cuda/loops.cuh): 2^24 threads. A dense
+  // float32 add moves runs of 4 (16 bytes), so striding needs more than 4 x 2^24 elements, and 3
+  // more than a multiple of 4 leave a tail for the element-wise loop after the runs.
+  const int64_t n = 4 * (int64_t(1) << 24) + 4 * 1000 + 3;
+  const Tensor a = randn({n}), b = randn({n});
   const Tensor on_gpu = (a.to(Device::cuda()) + b.to(Device::cuda())).to(cpu);
   CHECK(max_abs(on_gpu - (a + b)) == 0.0);  // a float32 add is exact to the same bits everywhere
+  // A transposed operand moves one element a thread: 17M elements are past one grid that way.
+  const Tensor wide = randn({2, 8500000}), tall = b.narrow(0, 0, 17000000).view({8500000, 2});
+  const Tensor strided = (wide.to(Device::cuda()).t() + tall.to(Device::cuda())).to(cpu);
+  CHECK(max_abs(strided - (wide.t() + tall)) == 0.0);
   const Tensor rows = randn({70000, 8});
   check_against_cpu("softmax of 70,000 rows", softmax(rows, 1), softmax(rows.to(Device::cuda()), 1), 4, 8, 1.0);
   const auto [v_cpu, i_cpu] = max(rows, 1);
@@ -78,7 +130,8 @@ TEST_CASE("CUDA rows longer than one block: softmax, layer_norm and max over 300
   manual_seed(14);
   for (DType t : {kFloat32, kBFloat16}) {
     const Tensor x = randn({4, 3000}).to(t), g = x.to(Device::cuda());
-    check_against_cpu("softmax", softmax(x, 1), softmax(g, 1), 4, 3000, 1.0);
+    // every output is below 0.01: held to its own size, not to the row's (an all-zero row passed)
+    check_each_against_cpu("softmax", softmax(x, 1), softmax(g, 1), 3000);
     check_against_cpu("layer_norm", layer_norm(x, {3000}), layer_norm(g, {3000}), 6, 3000, 4.0);
     const auto [v_cpu, i_cpu] = max(x, 1);
     const auto [v_gpu, i_gpu] = max(g, 1);
@@ -111,7 +164,60 @@ TEST_CASE("CUDA 16-bit atomicAdd: index_select's backward adds 1000 gradients in
   }
 }
 
+TEST_CASE("CUDA copy between GPUs: the source's later work waits for the copy to read it") {
+  SKIP_WITHOUT_GPU();
+  SKIP_TEST_IF(cuda::device_count() < 2, "one GPU: a copy between GPUs needs a second");
+  // cuda:1's stream is kept busy (16 GEMMs, tens of ms), so each copy queued there behind them
+  // reads late; meanwhile cuda:0 overwrites the source in place, or hands its block to a new
+  // tensor. With the two devices' streams unordered, those writes land first and the copy reads them.
+  manual_seed(18);
+  const Tensor x = randn({1 << 24}), busy = randn({4096, 4096}).to(Device::cuda(1));
+  auto keep_busy = [&] {
+    Tensor sink = busy;
+    for (int i = 0; i < 16; ++i) sink = matmul(sink, busy);
+  };
+  keep_busy();
+  Tensor src = x.to(Device::cuda(0));
+  const Tensor copied = src.to(Device::cuda(1));
+  src.fill_(0.0);
+  keep_busy();
+  Tensor from_freed;
+  {
+    const Tensor temporary = x.to(Device::cuda(0));
+    from_freed = temporary.to(Device::cuda(1));
+  }
+  const Tensor reuse = full({1 << 24}, 7.0, TensorOptions().device(Device::cuda(0)));  // the block the temporary gave back
+  CHECK(to_vector<float>(copied) == to_vector<float>(x));
+  CHECK(to_vector<float>(from_freed) == to_vector<float>(x));
+  CHECK(to_vector<float>(src) == std::vector<float>(size_t(1) << 24, 0.0f));
+}
+
 #ifdef AMPGRAD_WITH_CUDA
+TEST_CASE("CUDA events order two streams: a copy on a second stream waits for the compute stream's write") {
+  SKIP_WITHOUT_GPU();
+  // On one GPU, what orders a copy between GPUs (copy.cpp) and NCCL's collectives: a non-blocking
+  // stream waits for nothing by itself. The compute stream is kept busy (16 GEMMs, tens of ms)
+  // before a fill, so a copy on the side stream that did not wait for it would read the zeros.
+  const size_t n = size_t(1) << 24;
+  const Tensor busy = randn({4096, 4096}).to(Device::cuda());
+  Tensor src = zeros({int64_t(n)}, TensorOptions().device(Device::cuda()));
+  const Tensor dst = empty({int64_t(n)}, TensorOptions().device(Device::cuda()));
+  Tensor sink = busy;
+  for (int i = 0; i < 16; ++i) sink = matmul(sink, busy);
+  src.fill_(1.0);
+  cudaStream_t side = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) == cudaSuccess);
+  {
+    cuda::Event filled(0);
+    filled.record(cuda::stream());
+    filled.wait_in(side);
+  }  // released before the copy is queued: the wait stays
+  REQUIRE(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), n * sizeof(float), cudaMemcpyDeviceToDevice, side) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(side) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(side) == cudaSuccess);
+  CHECK(to_vector<float>(dst) == std::vector<float>(n, 1.0f));
+}
+
 TEST_CASE("CUDA float32 matmul with TF32 on: inputs rounded to 11 significant bits, float32 sums") {
   SKIP_WITHOUT_GPU();
   manual_seed(16);

@@ -1,7 +1,8 @@
 // disagreeing_ranks.cpp — the trainers under mpirun with ranks that disagree (issue 29 §3): a
 // different --batch-size hung, --model mlp against cnn was a SIGSEGV in MPI_Bcast, cnn against
 // cnn-bn corrupted the heap, and a different --seed, --lr or --amp drifted silently. Each must
-// now end every rank with exit status != 0 and a message naming the setting and both values.
+// now end every rank with exit status != 0 and a message naming the setting and both values, as
+// typed (issue 42 §5).
 // One process (not mpirun -np 2 itself): each case starts its own mpirun under `timeout`.
 #include <doctest/doctest.h>
 
@@ -27,7 +28,8 @@ TEST_CASE("mnist --ddp: ranks with different settings all fail, naming the first
   check_refused(mnist, "--model mlp", "--model cnn", differ + "rank 0 has '--model mlp', rank 1 has '--model cnn'");
   check_refused(mnist, "--model cnn", "--model cnn-bn", differ + "rank 0 has '--model cnn', rank 1 has '--model cnn-bn'");
   check_refused(mnist, "--seed 1", "--seed 2", differ + "rank 0 has '--seed 1', rank 1 has '--seed 2'");
-  check_refused(mnist, "--lr 0.5", "--lr 0.25", differ + "rank 0 has '--lr 0.5', rank 1 has '--lr 0.25'");
+  // as typed: 0.05 is not 0.050000000000000003 (a float's 17 digits)
+  check_refused(mnist, "--lr 0.05", "--lr 0.5", differ + "rank 0 has '--lr 0.05', rank 1 has '--lr 0.5'");
   check_refused(mnist, "--amp off", "--amp fp16", differ + "rank 0 has '--amp off', rank 1 has '--amp fp16'");
 }
 
@@ -37,4 +39,5 @@ TEST_CASE("gpt --ddp: ranks with different settings all fail, naming the first s
                           write_periodic_text(dir);
   check_refused(gpt, "--seed 1", "--seed 2", "gpt: the run's settings differ between ranks: rank 0 has 'seed 1', rank 1 has 'seed 2'");
   check_refused(gpt, "--embd 16", "--embd 32", "gpt: the run's settings differ between ranks: rank 0 has 'embd 16', rank 1 has 'embd 32'");
+  check_refused(gpt, "--lr 0.003", "--lr 0.001", "gpt: the run's settings differ between ranks: rank 0 has 'lr 0.003', rank 1 has 'lr 0.001'");
 }

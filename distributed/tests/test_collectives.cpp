@@ -1,17 +1,22 @@
 // test_collectives.cpp — ProcessGroup's collectives on 2 ranks, every dtype, against values worked
 // out by hand (rank r holds (i + 1)(r + 1)/2 at position i; every sum, max and mean of them is
-// exact in every dtype, so the expected values are exact too), and DistributedSampler's shards.
+// exact in every dtype, so the expected values are exact too), the watchdog's rhythm, and
+// DistributedSampler's shards.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <set>
+#include <thread>
 
 #include "autograd/ops.h"
 #include "distributed/process_group.h"
 #include "distributed/sampler.h"
+#include "distributed/watchdog.h"
 #include "tensor/device.h"
 #include "mpi_test_util.h"
 #include "skip.h"
@@ -126,6 +131,19 @@ TEST_CASE("collectives: a Work dropped unwaited whose finish fails says so on st
   CHECK(text.find("failed as it finished: cudaStreamWaitEvent failed: an illegal memory access") != std::string::npos);
   Work waited([] { AMPGRAD_CHECK(false, "peer gone"); });
   CHECK_THROWS_WITH_AS(waited.wait(), doctest::Contains("peer gone"), Error);  // wait() still throws to its caller
+}
+
+TEST_CASE("Watchdog: asks its probe every interval, and stops at once when destroyed") {
+  std::atomic<int> asked{0};
+  {
+    Watchdog watch([&] { return ++asked, std::string(); }, std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  CHECK(asked >= 5);   // about 20; a loaded machine may wake it late
+  CHECK(asked <= 20);  // never before its interval
+  const auto start = std::chrono::steady_clock::now();
+  { Watchdog idle([] { return std::string(); }, std::chrono::hours(1)); }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));  // woken to stop, not after its hour
 }
 
 TEST_CASE("collectives: each rank on a node drives its own GPU, round-robin past the node's count") {

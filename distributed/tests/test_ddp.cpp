@@ -1,7 +1,7 @@
 // test_ddp.cpp — DistributedDataParallel and AMP across 2 ranks: DDP against one process at twice
-// the batch, no_sync accumulation, the buckets' order, unused parameters, a divergent replica, and
-// the GradScaler's state equal on every rank every step, also when only one rank's local gradient
-// overflowed.
+// the batch, no_sync accumulation, the buckets' order, unused parameters, a collective that failed,
+// a divergent replica, and the GradScaler's state equal on every rank every step, also when only
+// one rank's local gradient overflowed.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -165,6 +165,45 @@ TEST_CASE("DDP after a refused pass: the next pass waits for the old collectives
   local->use_late = inner->use_late = true;
   F::cross_entropy(local->forward(mine.x), mine.y).backward();
   F::cross_entropy(ddp->forward(mine.x), mine.y).backward();
+  check_averaged(*local, *ddp);
+}
+
+// MPI, except that the next `failures` all-reduces to finish report a lost network (after MPI's
+// own wait, so the ranks still meet in every collective).
+struct FailingWaits final : Backend {
+  std::unique_ptr<Backend> mpi;
+  int failures = 0;
+  explicit FailingWaits(MPI_Comm comm) : mpi(make_mpi_backend(comm)) {}
+  Work all_reduce(const Tensor& t, ReduceOp op, bool async) override {
+    auto work = std::make_shared<Work>(mpi->all_reduce(t, op, async));
+    return Work([work, this] {
+      work->wait();
+      if (failures == 0) return;
+      --failures;
+      AMPGRAD_CHECK(false, "MPI_Wait failed: the network went down");
+    });
+  }
+  void broadcast(const Tensor& t, int root) override { mpi->broadcast(t, root); }
+  Tensor all_gather(const Tensor& t) override { return mpi->all_gather(t); }
+};
+
+TEST_CASE("DDP after a collective failed as backward finished: backward raises it, and the next pass runs") {
+  FailingWaits* transport = nullptr;
+  ProcessGroup pg([&](MPI_Comm comm) {
+    auto made = std::make_unique<FailingWaits>(comm);
+    transport = made.get();
+    return made;
+  });
+  auto local = mlp(9);
+  auto ddp = std::make_shared<DistributedDataParallel>(mlp(9), pg, DdpOptions{.bucket_cap_bytes = 256});  // several buckets
+  const Batch mine = global_batch(4, 4 * pg.size()).rows(pg.rank() * 4, 4);
+  transport->failures = 1;  // the first bucket's, as backward finishes
+  CHECK_THROWS_WITH_AS(F::cross_entropy(ddp->forward(mine.x), mine.y).backward(), doctest::Contains("the network went down"), Error);
+  ddp->zero_grad();
+  // The failed pass had every gradient: the next forward must not refuse it as unfinished (it
+  // said "gave no gradient to " and no name), and the pass after it averages as ever.
+  CHECK_NOTHROW(F::cross_entropy(ddp->forward(mine.x), mine.y).backward());
+  F::cross_entropy(local->forward(mine.x), mine.y).backward();
   check_averaged(*local, *ddp);
 }
 

@@ -67,6 +67,7 @@ TEST_CASE("gpt --ddp: 2 ranks of 4 rows train as one process of 8, and rank 0's 
     const gpt::TrainResult single = gpt::train(c, log);  // this process alone, the whole batch
     c.ddp = true;
     const gpt::TrainResult ddp = gpt::train(c, log);
+    CHECK(log.str().find(" device=cpu,cpu ") != std::string::npos);  // every rank's device, gathered
     // The one process averages the loss over 8 x 16 positions in one sum, each rank over 4 x 16 and
     // the all-reduce the two means: float32 rounding apart (~1e-7 relative per step), which Adam's
     // normalised steps of lr 1e-2 carry over 8 steps to ~1e-5.

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
       c.save_path.clear(), c.metrics_path.clear(), c.profile_trace.clear();
     }
     gpt::train(c, *log);  // the sample, if any, printed to the log as it is drawn
+    if (c.ddp) ampgrad::examples::data_parallel::end();
   } catch (const std::exception& e) {
     print_error("gpt", e);
     if (c.ddp) ampgrad::examples::data_parallel::abort_all(1);

@@ -261,10 +261,12 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   int64_t params = 0;
   for (const Tensor& p : model->parameters()) params += p.numel();
   if (precision.enabled && device.is_cpu()) log << cpu::gemm_path_note(precision.dtype) << "\n";  // what 16 bits buy on this CPU
+  // each rank's, under --ddp: every rank gathers, rank 0 prints
+  const std::string devices = c.ddp ? examples::data_parallel::devices(device) : device.str();
   log << "gpt: " << c.text_path << " (" << text.train.size() << " train / " << text.val.size() << " val bytes, vocab "
       << mc.vocab_size << ")  layers=" << mc.n_layer << " heads=" << mc.n_head << " embd=" << mc.n_embd << " block=" << T
       << " params=" << params << "  batch=" << c.batch_size << (c.accum_steps > 1 ? " x " + std::to_string(c.accum_steps) : "")
-      << " lr=" << c.lr << " warmup=" << c.warmup_steps << " wd=" << c.weight_decay << " amp=" << c.amp << (c.float8 ? " float8=on" : "") << " device=" << device.str()
+      << " lr=" << c.lr << " warmup=" << c.warmup_steps << " wd=" << c.weight_decay << " amp=" << c.amp << (c.float8 ? " float8=on" : "") << " device=" << devices
       << " threads=" << get_num_threads() << (c.ddp ? " ranks=" + std::to_string(ranks) : "") << "\n";
 
   examples::TextOutput metrics(c.metrics_path, "step,train_loss,val_loss,scale,skipped_steps,ms_per_step\n");

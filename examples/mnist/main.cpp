@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
       c.save_path.clear(), c.metrics_path.clear(), c.scale_history_path.clear(), c.profile_trace.clear();
     }
     mnist::TrainResult r = mnist::train(c, *log);
+    if (c.ddp) ampgrad::examples::data_parallel::end();
     if (log == &quiet) return 0;
     if (r.epochs.empty()) { std::cout << "nothing to train: already at epoch " << c.epochs << "\n"; return 0; }
     std::cout << "final: model=" << c.model << " dataset=" << c.dataset << " epochs=" << c.epochs << " amp=" << c.amp

@@ -256,9 +256,11 @@ TrainResult train(const TrainConfig& c, std::ostream& log) {
   examples::TextOutput metrics(c.metrics_path, std::string("epoch,train_loss,test_loss,test_acc,seconds,scale,skipped_steps,step_peak_bytes") +
                                                    (c.fgsm_eps > 0 ? ",fgsm_acc\n" : "\n"));
   if (precision.enabled && device.is_cpu()) log << cpu::gemm_path_note(precision.dtype) << "\n";  // what 16 bits buy on this CPU
+  // each rank's, under --ddp: every rank gathers, rank 0 prints
+  const std::string devices = c.ddp ? examples::data_parallel::devices(device) : device.str();
   log << "model=" << c.model << " dataset=" << c.dataset << " (" << train_set.size() << " train / " << test_set.size()
       << " test) optimizer=" << c.optimizer << " lr=" << opt->lr() << " batch=" << c.batch_size << " amp=" << c.amp
-      << (c.float8 ? " float8=on" : "") << " scaler=" << (use_scaler ? "on" : "off") << " device=" << device.str() << " threads=" << get_num_threads() << (c.ddp ? " ranks=" + std::to_string(ranks) : "") << "\n";
+      << (c.float8 ? " float8=on" : "") << " scaler=" << (use_scaler ? "on" : "off") << " device=" << devices << " threads=" << get_num_threads() << (c.ddp ? " ranks=" + std::to_string(ranks) : "") << "\n";
 
   TrainResult result;
   result.model = model;

@@ -18,19 +18,22 @@ void copy_(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;  // shapes checked in tensor/kernels.cpp
 
   if (dst.device().is_cuda() && src.device().is_cuda() && dst.device() != src.device()) {  // GPU -> another GPU
-    // Each device has its own stream, so the two are ordered by hand: two syncs, named.
-    Tensor from;
+    // Each device has its own stream; two events order them both ways, and the host never waits:
+    // the copy starts after src's queued work (its bytes final), and src's later work (an in-place
+    // write, or its block, or the temporary's, handed out again by the cache) after the copy's read.
+    DeviceGuard on_src(src.device().index);
+    const Tensor from = contiguous(src);
+    Event src_ready(src.device().index), copied(dst.device().index);
+    src_ready.record(stream());
     {
-      DeviceGuard on(src.device().index);
-      from = contiguous(src);
-      AMPGRAD_CUDA_CHECK(cudaStreamSynchronize(stream()));  // Sync: src's bytes are final before the other device reads them
+      DeviceGuard on_dst(dst.device().index);
+      Tensor landed = bytes_match(dst, from) ? dst : empty_on(dst, from.shape(), from.dtype());
+      src_ready.wait_in(stream());
+      AMPGRAD_CUDA_CHECK(cudaMemcpyPeerAsync(landed.raw_data(), dst.device().index, from.raw_data(), src.device().index, nbytes(from), stream()));
+      copied.record(stream());
+      if (!landed.is_same(dst)) cuda::copy_(dst, landed);
     }
-    DeviceGuard on(dst.device().index);
-    Tensor landed = bytes_match(dst, from) ? dst : empty_on(dst, from.shape(), from.dtype());
-    AMPGRAD_CUDA_CHECK(cudaMemcpyPeerAsync(landed.raw_data(), dst.device().index, from.raw_data(), src.device().index, nbytes(from), stream()));
-    // Sync: a temporary contiguous copy of src goes back to src's cache, whose next user would not wait for this read
-    if (!from.is_same(src)) AMPGRAD_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    if (!landed.is_same(dst)) cuda::copy_(dst, landed);
+    copied.wait_in(stream());  // src's stream
     return;
   }
   if (dst.device().is_cuda() && src.device().is_cuda()) {

@@ -1,6 +1,6 @@
 // runtime.cpp — the CUDA backend's runtime services (runtime.h): error checks, the stream,
-// device discovery, the current-device guard and the TF32 switch. Leaves out memory (the
-// caching allocator, allocator.cpp) and cuBLAS (cublas.cpp).
+// device discovery, the current device (a guard, or set for good), events and the TF32 switch.
+// Leaves out memory (the caching allocator, allocator.cpp) and cuBLAS (cublas.cpp).
 #include "tensor/cuda/runtime.h"
 
 #include <atomic>
@@ -33,6 +33,25 @@ DeviceGuard::DeviceGuard(int device) : device_(device) {
 DeviceGuard::~DeviceGuard() {
   // Cannot fail (previous_ was current a moment ago), and a destructor must not throw.
   if (device_ != previous_) (void)cudaSetDevice(previous_);
+}
+
+void set_device(int device) { AMPGRAD_CUDA_CHECK(cudaSetDevice(device)); }
+
+Event::Event(int device) {
+  DeviceGuard on(device);  // an event belongs to the device current at its creation
+  AMPGRAD_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+}
+Event::~Event() { (void)cudaEventDestroy(event_); }  // a destructor must not throw
+void Event::record(cudaStream_t s) { AMPGRAD_CUDA_CHECK(cudaEventRecord(event_, s)); }
+void Event::wait_in(cudaStream_t s) const { AMPGRAD_CUDA_CHECK(cudaStreamWaitEvent(s, event_, 0)); }
+bool Event::query() const {
+  const cudaError_t state = cudaEventQuery(event_);
+  if (state == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // not an error: cleared, or the next launch check would report it
+    return false;
+  }
+  AMPGRAD_CUDA_CHECK(state);
+  return true;
 }
 
 // Asked once: the answer cannot change within a process. Without a driver or a GPU (a build

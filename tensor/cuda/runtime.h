@@ -1,6 +1,7 @@
 // runtime.h — the CUDA backend's runtime services, shared by its C++ (.cpp, g++) and kernel
-// (.cu, nvcc) files: error checking, the stream every launch uses, and device memory from the
-// caching allocator. No Eigen, no Tensor: nvcc compiles this.
+// (.cu, nvcc) files: error checking, the stream every launch uses, the current device, events
+// that order two devices' streams, and device memory from the caching allocator. No Eigen, no
+// Tensor: nvcc compiles this.
 //
 //   AMPGRAD_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cuda::stream()));
 //   my_kernel<<<blocks, threads, 0, cuda::stream()>>>(...);
@@ -35,6 +36,30 @@ class DeviceGuard {
 
  private:
   int previous_ = 0, device_ = 0;
+};
+
+// Makes `device` current for the calling thread from here on (torch.cuda.set_device), for a
+// process that drives one GPU, a data-parallel rank: every guard then restores it, not device 0,
+// whose context (since CUDA 12 opened by making it current) would cost each rank GPU 0's memory.
+void set_device(int device);
+
+// A point in one device's stream that streams of any device can wait for; released when it goes
+// out of scope, also when an error passes (the driver frees it once the marked work is done).
+//
+//   Event ready(d);  ready.record(stream());        // with d current: d's work queued so far
+//   ready.wait_in(stream());                         // with another device current: its later work waits
+class Event {
+ public:
+  explicit Event(int device);  // timing off: only an order
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(cudaStream_t s);          // s is a stream of the event's device
+  void wait_in(cudaStream_t s) const;   // work queued on s from now on runs after the recorded point
+  bool query() const;                   // the recorded work has completed
+
+ private:
+  cudaEvent_t event_ = nullptr;
 };
 
 // Device memory through the caching allocator (allocator.cpp): sizes are rounded up and freed
