@@ -2,6 +2,8 @@
 // and the cast cache. Nothing here casts a tensor; autograd/cast.cpp does, reading this.
 #include "amp/autocast.h"
 
+#include <algorithm>
+
 namespace ampgrad::amp {
 
 namespace {
@@ -10,7 +12,7 @@ struct State {
   bool enabled[2] = {false, false};
   DType dtype[2] = {kDefaultDType[0], kDefaultDType[1]};
   LinearRoute route[2];                      // [CPU, CUDA], while a LinearRouteGuard holds one
-  int nesting = 0;                          // open autocast guards, enabled or not
+  std::vector<autocast*> open;              // open autocast guards, enabled or not, oldest first
   CastCache cache;
   bool suspended = false;
 };
@@ -29,13 +31,23 @@ autocast::autocast(DeviceType device, std::optional<DType> dtype, bool enabled)
   if (!enabled && !is_half(d)) d = prev_dtype_;  // a disabled region keeps the outer dtype
   state.enabled[idx(device)] = enabled;
   state.dtype[idx(device)] = d;
-  ++state.nesting;
+  state.open.push_back(this);
 }
 
+// A guard closed before one opened after it on the same device hands that one what to put back,
+// so the state ends as if they had closed in order (else the later guard would restore "on").
 autocast::~autocast() {
-  state.enabled[idx(device_)] = prev_enabled_;
-  state.dtype[idx(device_)] = prev_dtype_;
-  if (--state.nesting == 0) state.cache.clear();  // leaving the outermost region
+  const auto self = std::find(state.open.begin(), state.open.end(), this);
+  const auto inner = std::find_if(self + 1, state.open.end(), [&](autocast* g) { return g->device_ == device_; });
+  if (inner != state.open.end()) {
+    (*inner)->prev_enabled_ = prev_enabled_;
+    (*inner)->prev_dtype_ = prev_dtype_;
+  } else {
+    state.enabled[idx(device_)] = prev_enabled_;
+    state.dtype[idx(device_)] = prev_dtype_;
+  }
+  state.open.erase(self);
+  if (state.open.empty()) state.cache.clear();  // leaving the outermost region
 }
 
 LinearRouteGuard::LinearRouteGuard(DeviceType device, LinearRoute route) : device_(device), prev_(std::move(state.route[idx(device)])) {

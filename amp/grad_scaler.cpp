@@ -56,11 +56,14 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     if (!g.defined()) continue;
     AMPGRAD_CHECK(g.dtype() == kFloat32, "unscale_(): parameter " << i << " has a " << dtype_name(g.dtype())
                                                                   << " gradient; AMP keeps master weights and their gradients in float32");
+    AMPGRAD_CHECK(unscaled_.insert(g.raw_data()).second,
+                  "unscale_(): parameter " << i << "'s gradient was already unscaled by another optimizer since the last update().");
     grads.push_back(g);
   }
+  st.stage = Stage::unscaled;
+  if (grads.empty()) return;  // no inf check recorded, as in PyTorch: step() refuses, update() ignores it
   st.found_inf = zeros({}, TensorOptions(kFloat32).device(scale_.device()));
   non_finite_check_and_unscale_(grads, st.found_inf, inv_scale.to(kFloat32));
-  st.stage = Stage::unscaled;
 }
 
 StepResult::operator bool() const { return !found_inf_.defined() || found_inf_.item<float>() == 0.f; }
@@ -73,6 +76,7 @@ StepResult GradScaler::step(optim::Optimizer& optimizer) {
   PerOptimizer& st = per_optimizer_[&optimizer];
   AMPGRAD_CHECK(st.stage != Stage::stepped, "step() has already been called since the last update().");
   if (st.stage == Stage::ready) unscale_(optimizer);
+  AMPGRAD_CHECK(st.found_inf.defined(), "No inf checks were recorded for this optimizer.");
   // The skip. On the CPU the flag is read here and an inf/NaN gradient means no step at all; on a
   // GPU the fused optimizer kernel reads it where it lives and does nothing (no host sync).
   if (st.found_inf.device().is_cpu()) {
@@ -107,6 +111,7 @@ void GradScaler::update(std::optional<double> new_scale) {
   if (options_.record_history)
     history_.push_back({(int64_t)history_.size() + 1, used, found.item<float>() != 0.f});
   per_optimizer_.clear();
+  unscaled_.clear();
 }
 
 Tensor GradScaler::found_inf(const optim::Optimizer& optimizer) const {

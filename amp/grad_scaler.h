@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -96,6 +97,7 @@ class GradScaler {
   Tensor growth_tracker_;  // 0-d int64 beside it
   int64_t init_growth_tracker_ = 0;  // what lazy_init starts growth_tracker_ from (load_state_dict sets it)
   std::unordered_map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
+  std::unordered_set<const void*> unscaled_;  // this iteration's unscaled gradients, by address: two optimizers may share one
   std::vector<ScaleRecord> history_;
 };
 

@@ -23,8 +23,12 @@ void cast_inputs_in_place(amp::Op op, Tensor* xs, size_t n);  // on copies of th
 // Whether a listener may hear what autocast does here (observer.h's on_autocast): outside a suspend.
 inline bool autocast_observed() { return observed() && !amp::suspended(); }
 
-template <class... Ts> std::array<Tensor, sizeof...(Ts)> cast_inputs(amp::Op op, const Ts&... in) {
+// The first Required inputs must be defined (those after may be absent: a bias, a weight); an
+// undefined one is refused here, naming the op and the argument.
+template <size_t Required = SIZE_MAX, class... Ts> std::array<Tensor, sizeof...(Ts)> cast_inputs(amp::Op op, const Ts&... in) {
   std::array<Tensor, sizeof...(Ts)> xs{in...};
+  for (size_t i = 0; i < xs.size() && i < Required; ++i)
+    AMPGRAD_CHECK(xs[i].defined(), amp::policy_row(op).name << ": argument " << i + 1 << " is an undefined tensor");
   if (amp::any_enabled() || autocast_observed()) cast_inputs_in_place(op, xs.data(), xs.size());
   return xs;
 }

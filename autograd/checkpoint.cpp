@@ -155,6 +155,7 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
 }  // namespace
 
 Tensor checkpoint(RegionFn fn, const std::vector<Tensor>& inputs) {
+  AMPGRAD_CHECK(fn, "checkpoint: the function is empty");
   if (!is_grad_enabled()) return fn(inputs);  // no graph, so nothing to keep
   auto r = std::make_shared<Region>();
   for (const Tensor& x : inputs) {

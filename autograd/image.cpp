@@ -25,7 +25,7 @@ static Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, in
 //   cols (N·Ho·Wo, Cin·kh·kw) = im2col(x);  out2 (N·Ho·Wo, Cout) = cols · W2ᵀ + b
 //   backward: dW2 = G2ᵀ cols;  dcols = G2 W2 -> col2im -> dx;  db = Σ G2
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_t stride, int64_t pad) {
-  auto [x, w, b] = cast_inputs(Op::conv2d, x_in, w_in, b_in);
+  auto [x, w, b] = cast_inputs<2>(Op::conv2d, x_in, w_in, b_in);
   AMPGRAD_CHECK(x.dim() == 4 && w.dim() == 4 && x.size(1) == w.size(1),
                 "conv2d: input of shape " << shape_str(x.shape()) << " does not match weight of shape " << shape_str(w.shape()) << " (expected (N, Cin, H, W) and (Cout, Cin, kh, kw))");
   AMPGRAD_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == w.dtype()), "conv2d: input and weight dtypes differ (" << dtype_name(x.dtype()) << ", " << dtype_name(w.dtype()) << ")");

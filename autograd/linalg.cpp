@@ -96,7 +96,7 @@ void check_linear_shapes(const char* op, const Tensor& x, const Tensor& w, const
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   if (x_in.defined())
     if (const amp::LinearRoute route = amp::linear_route(x_in.device().type)) return route(x_in, w_in, b_in);
-  auto [x, w, b] = cast_inputs(Op::linear, x_in, w_in, b_in);
+  auto [x, w, b] = cast_inputs<2>(Op::linear, x_in, w_in, b_in);
   check_linear_shapes("linear", x, w, b);
   AMPGRAD_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == w.dtype()),
                 "linear: input, weight and bias dtypes differ (" << dtype_name(x.dtype()) << ", " << dtype_name(w.dtype())

@@ -205,7 +205,7 @@ using U = kernels::Unary;
 // −w · (t log p + (1 − t) log(1 − p)), each log clamped at −100 as PyTorch's, so p = 0 or 1 gives
 // a loss of 100, not inf. Under CUDA autocast it is refused (amp::why_banned): use the next one.
 Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, const BCEOptions& o) {
-  auto [p, t, w] = cast_inputs(Op::binary_cross_entropy, input_in, target_in, o.weight);
+  auto [p, t, w] = cast_inputs<2>(Op::binary_cross_entropy, input_in, target_in, o.weight);
   check_binary_loss("binary_cross_entropy", p, t, {{&w, "weight"}});
   if (p.device().is_cpu() && p.numel() > 0) {  // on a GPU this read would cost a sync per step; there a log of a negative gives NaN
     const double lo = min(p.detach()).item<double>(), hi = max(p.detach()).item<double>();
@@ -232,7 +232,7 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, con
 // written as log1p(e^(−|x|)) + max(−x, 0) so no exponential overflows. pos_weight > 1 weighs the
 // positive (t = 1) part of each element's loss up, as PyTorch's does.
 Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& target_in, const BCEWithLogitsOptions& o) {
-  auto [x, t, w, pw] = cast_inputs(Op::binary_cross_entropy_with_logits, input_in, target_in, o.weight, o.pos_weight);
+  auto [x, t, w, pw] = cast_inputs<2>(Op::binary_cross_entropy_with_logits, input_in, target_in, o.weight, o.pos_weight);
   check_binary_loss("binary_cross_entropy_with_logits", x, t, {{&w, "weight"}, {&pw, "pos_weight"}});
   // ops, so the backward's use is differentiable again; the forward's is unrecorded (below)
   auto softplus_neg = [](const Tensor& xm) { return log1p(exp(-abs(xm))) + relu(-xm); };

@@ -28,7 +28,7 @@ static autograd::CompositeFn layer_norm_composite(double eps) {
 // float32 and rounded once, as PyTorch's kernel does (in float16 the square of 600 is inf).
 //   x (..., *normalized_shape), weight and bias (normalized_shape) -> y like x
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& w_in, const Tensor& b_in, double eps) {
-  auto [x, w, b] = cast_inputs(Op::layer_norm, x_in, w_in, b_in);
+  auto [x, w, b] = cast_inputs<1>(Op::layer_norm, x_in, w_in, b_in);
   const int64_t k = (int64_t)normalized_shape.size();
   AMPGRAD_CHECK(k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
                 "layer_norm: normalized_shape " << shape_str(normalized_shape) << " does not match the trailing dims of input " << shape_str(x.shape()));
@@ -104,7 +104,7 @@ Normalized normalize(const Channels& c, const Tensor& xm, const Tensor& given_me
 //   x (N, C, ...), running_mean, running_var, weight, bias (C) or undefined -> y like x
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& w_in, const Tensor& b_in,
                   bool training, double momentum, double eps) {
-  auto [x, w, b] = cast_inputs(Op::batch_norm, x_in, w_in, b_in);
+  auto [x, w, b] = cast_inputs<1>(Op::batch_norm, x_in, w_in, b_in);
   AMPGRAD_CHECK(x.dim() >= 2, "batch_norm: expected an input (N, C, ...) of at least 2 dims, got shape " << shape_str(x.shape()));
   require_floating("batch_norm", x.dtype());
   const int64_t C = x.size(1), M = C ? x.numel() / C : 0;  // M values per channel
@@ -200,7 +200,7 @@ Tensor group_normalize(const Groups& gr, const Tensor& xm, const Tensor& wm, con
 // the result rounded once.
 //   x (N, C, ...), weight and bias (C) or undefined -> y like x
 Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& w_in, const Tensor& b_in, double eps) {
-  auto [x, w, b] = cast_inputs(Op::group_norm, x_in, w_in, b_in);
+  auto [x, w, b] = cast_inputs<1>(Op::group_norm, x_in, w_in, b_in);
   AMPGRAD_CHECK(x.dim() >= 2, "group_norm: expected an input (N, C, ...) of at least 2 dims, got shape " << shape_str(x.shape()));
   require_floating("group_norm", x.dtype());
   const int64_t N = x.size(0), C = x.size(1);

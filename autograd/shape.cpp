@@ -24,8 +24,7 @@ static Shape infer_shape(const char* op, const Shape& shape, int64_t numel, cons
       AMPGRAD_CHECK(infer < 0, op << ": only one dimension can be -1 in " << shape_str(shape));
       infer = (int64_t)i;
     } else {
-      AMPGRAD_CHECK(s[i] >= 0, op << ": invalid shape " << shape_str(shape));
-      known *= s[i];
+      AMPGRAD_CHECK(s[i] >= 0 && !__builtin_mul_overflow(known, s[i], &known), op << ": invalid shape " << shape_str(shape));
     }
   }
   if (infer >= 0) {
@@ -142,7 +141,7 @@ Tensor narrow(const Tensor& x_in, int64_t dim, int64_t start, int64_t length) {
   auto [x] = cast_inputs(Op::narrow, x_in);
   dim = wrap("narrow", dim, x.dim());
   if (start < 0) start += x.shape()[dim];
-  AMPGRAD_CHECK(start >= 0 && length >= 0 && start + length <= x.shape()[dim],
+  AMPGRAD_CHECK(start >= 0 && length >= 0 && length <= x.shape()[dim] - start,  // start + length might overflow
                 "narrow: start " << start << " + length " << length << " exceeds dim " << dim << " of shape " << shape_str(x.shape()));
   Shape shape = x.shape();
   shape[dim] = length;

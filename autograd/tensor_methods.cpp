@@ -96,6 +96,7 @@ Tensor& Tensor::fill_(double v) { check_inplace("fill_", *this); kernels::fill_(
 Tensor& Tensor::copy_(const Tensor& src) { check_inplace("copy_", *this); kernels::copy_(*this, src); return *this; }
 Tensor& Tensor::add_(const Tensor& o, double alpha) {
   check_inplace("add_", *this);
+  AMPGRAD_CHECK(is_floating_point() || !o.is_floating_point(), "add_: result type " << dtype_name(o.dtype()) << " can't be cast to the desired output type " << dtype_name(dtype()));
   kernels::add_(*this, o.dtype() == dtype() ? o : o.detach().to(dtype()), alpha);
   return *this;
 }

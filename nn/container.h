@@ -21,7 +21,10 @@ class Sequential : public Module {
   template <class... Ms> explicit Sequential(std::shared_ptr<Ms>... modules) { (push_back(std::move(modules)), ...); }
   void push_back(std::shared_ptr<Module> m) { register_module(std::to_string(size()), std::move(m)); }
   size_t size() const { return children().size(); }
-  std::shared_ptr<Module> operator[](size_t i) const { return children().at(i); }
+  std::shared_ptr<Module> operator[](size_t i) const {
+    AMPGRAD_CHECK(i < size(), "Sequential: index " << i << " is out of range for its " << size() << " modules");
+    return children()[i];
+  }
 
   Tensor forward(const Tensor& x) override {
     Tensor y = x;

@@ -109,6 +109,7 @@ static void convert_all(NamedTensors tensors, const std::function<bool(const Ten
 
 void Module::to(DType dtype) {
   AMPGRAD_CHECK(!is_storage_only(dtype), "Module::to: " << dtype_name(dtype) << " holds no parameters (" << storage_only_note(dtype) << ")");
+  AMPGRAD_CHECK(is_floating_point(dtype), "Module::to only accepts floating point dtypes, but got desired dtype=" << dtype_name(dtype));
   convert_all(collect(true, true), [&](const Tensor& t) { return t.is_floating_point() && t.dtype() != dtype; },
               [&](const Tensor& t) { return t.to(dtype); });
 }

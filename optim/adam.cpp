@@ -6,10 +6,11 @@
 
 namespace ampgrad::optim {
 
-static void check_options(const AdamOptions& o) {
+static void check_options(const char* optimizer, const AdamOptions& o) {  // optimizer: "Adam" or "AdamW"
   const auto [b1, b2] = o.betas;
-  AMPGRAD_CHECK(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0, "Adam: lr, eps and weight_decay must be >= 0");
-  AMPGRAD_CHECK(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1, "Adam: betas must be in [0, 1), got (" << b1 << ", " << b2 << ")");
+  AMPGRAD_CHECK(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0,
+                optimizer << ": lr, eps and weight_decay must be >= 0, got " << o.lr << ", " << o.eps << ", " << o.weight_decay);
+  AMPGRAD_CHECK(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1, optimizer << ": betas must be in [0, 1), got (" << b1 << ", " << b2 << ")");
 }
 
 Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups, bool decoupled)
@@ -19,7 +20,7 @@ Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups, bool decoupled)
 }
 
 void Adam::add_param_group(const ParamGroup<AdamOptions>& group) {
-  check_options(group.options);
+  check_options(name(), group.options);
   add_group(group.params, group.options.lr);
   options_.push_back(group.options);
 }
@@ -40,7 +41,7 @@ void Adam::load_options(size_t group, const std::map<std::string, double>& m) {
   o.betas = {m.at("beta1"), m.at("beta2")};
   o.eps = m.at("eps");
   o.weight_decay = m.at("weight_decay");
-  check_options(o);
+  check_options(name(), o);
   options_[group] = o;
 }
 

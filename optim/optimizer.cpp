@@ -4,6 +4,7 @@
 #include "optim/optimizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 
 #include "tensor/cpu/parallel.h"
@@ -48,9 +49,13 @@ std::span<const Tensor> Optimizer::param_group(size_t group) const {
 }
 
 double Optimizer::lr(size_t group) const { return lrs_[check_group(group)]; }
-void Optimizer::set_lr(size_t group, double lr) { lrs_[check_group(group)] = lr; }
-
-void Optimizer::set_lr(double lr) { std::fill(lrs_.begin(), lrs_.end(), lr); }
+// As the constructors refuse it: a NaN or infinite rate would turn every parameter into NaN.
+static double checked_lr(const char* optimizer, double lr) {
+  AMPGRAD_CHECK(lr >= 0 && std::isfinite(lr), optimizer << ": set_lr: the learning rate must be finite and >= 0, got " << lr);
+  return lr;
+}
+void Optimizer::set_lr(size_t group, double lr) { lrs_[check_group(group)] = checked_lr(name_, lr); }
+void Optimizer::set_lr(double lr) { std::fill(lrs_.begin(), lrs_.end(), checked_lr(name_, lr)); }
 
 void Optimizer::zero_grad(bool set_to_none) {
   for (Tensor& p : params_) {

@@ -73,6 +73,7 @@ class Optimizer {
   // `name` ("SGD", "Adam", ...) prefixes the messages of every check. The derived constructor
   // adds the groups (add_group), then calls require_params.
   explicit Optimizer(const char* name) : name_(name) {}
+  const char* name() const { return name_; }
   void require_params() const;  // an Error if no group brought a parameter
 
   // One parameter's state, created on its first step: the steps it has taken and the buffers

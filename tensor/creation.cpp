@@ -35,17 +35,24 @@ Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like(t)); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
 Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, like(t)); }
 
+// The length is worked out in double and checked before any int64 or allocation is made of it;
+// the values are written into a float64 tensor, so a length too large for memory is the
+// allocator's named refusal.
 Tensor arange(double start, double end, double step, TensorOptions o) {
-  AMPGRAD_CHECK(step != 0 && (end - start) / step >= 0, "arange: cannot go from " << start << " to " << end << " in steps of " << step);
-  int64_t n = (int64_t)std::ceil((end - start) / step);
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = start + i * step;
-  return from_vector(v, {n}, o.dtype(o.dtype_or(kFloat32)));
+  const double count = std::ceil((end - start) / step);
+  AMPGRAD_CHECK(std::isfinite(start) && std::isfinite(end) && step != 0 && count >= 0 && count < 0x1p62,
+                "arange: cannot go from " << start << " to " << end << " in steps of " << step);
+  Tensor v = empty({int64_t(count)}, kFloat64), out = empty(v.shape(), o.dtype(o.dtype_or(kFloat32)));
+  double* p = v.data_ptr<double>();
+  for (int64_t i = 0; i < v.numel(); ++i) p[i] = start + i * step;
+  kernels::copy_(out, v);  // the kernel: out may be a leaf that requires grad
+  return out;
 }
 Tensor arange(int64_t end, TensorOptions o) { return arange(0.0, (double)end, 1.0, o.dtype(o.dtype_or(kInt64))); }
 
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions o) {
   Tensor host = empty(shape, TensorOptions(dtype));
+  AMPGRAD_CHECK(data || host.numel() == 0, "from_blob: data is null for shape " << shape_str(shape));
   if (host.numel() > 0) std::memcpy(host.raw_data(), data, host.numel() * itemsize(dtype));  // an empty vector's data may be null
   o = o.dtype(o.dtype_or(dtype));  // no dtype chosen: the data's own
   if (o.dtype_ == dtype && o.device_.is_cpu()) return o.requires_grad_ ? host.requires_grad_() : host;

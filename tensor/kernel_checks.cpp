@@ -3,6 +3,7 @@
 // PyTorch's rules for writing in place. tensor/kernels.cpp runs them, then the backend.
 #include <algorithm>
 
+#include "tensor/checked_int.h"
 #include "tensor/cpu/loops.h"  // broadcast_shapes: geometry, shared by every backend
 #include "tensor/elementwise_ops.h"
 #include "tensor/kernels.h"
@@ -76,9 +77,15 @@ void check_copy_(const Tensor& dst, const Tensor& src) {
                 "copy_: source of shape " << shape_str(src.shape()) << " does not fit destination " << shape_str(dst.shape()));
   check_written("copy_", dst, &src);
 }
-void check_fill_(const Tensor& dst, double) { check_written("fill_", dst); }
+// Into int64 a number converts only within range (NaN nowhere), as PyTorch's Scalar::to does; a
+// factor of an int64 update must be whole, as PyTorch refuses a Float result cast to Long.
+void check_fill_(const Tensor& dst, double v) {
+  AMPGRAD_CHECK(dst.dtype() != kInt64 || fits_int64(v), "fill_: value " << v << " cannot be converted to type int64 without overflow");
+  check_written("fill_", dst);
+}
 void check_add_(const Tensor& y, const Tensor& x, double alpha) {
   AMPGRAD_CHECK(y.dtype() == x.dtype(), "add_: dtypes differ (" << dtype_name(y.dtype()) << " and " << dtype_name(x.dtype()) << ")");
+  AMPGRAD_CHECK(y.dtype() != kInt64 || is_int64(alpha), "add_: result type Float can't be cast to the desired output type Long (alpha " << alpha << ")");
   AMPGRAD_CHECK(y.dtype() != kBool, "add_: not defined for dtype bool");
   AMPGRAD_CHECK(cpu::broadcast_shapes("add_", y.shape(), x.shape()) == y.shape(),
                 "add_: shape " << shape_str(x.shape()) << " cannot be added in place into " << shape_str(y.shape()));
@@ -86,6 +93,7 @@ void check_add_(const Tensor& y, const Tensor& x, double alpha) {
 }
 void check_mul_(const Tensor& y, double f) {
   AMPGRAD_CHECK(y.dtype() != kBool, "mul_: not defined for dtype bool");
+  AMPGRAD_CHECK(y.dtype() != kInt64 || is_int64(f), "mul_: result type Float can't be cast to the desired output type Long (factor " << f << ")");
   check_written("mul_", y);
 }
 void check_sum(const Tensor&, const Shape&, bool) {}  // any dtype; the dims are the backend's to check
@@ -205,7 +213,10 @@ static DType check_layer_norm_params(const Tensor& x, const Tensor& w, const Ten
                                                       << " input, got " << shape_str(p->shape()) << " " << dtype_name(p->dtype()));
   return math;
 }
-void check_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) { check_layer_norm_params(x, w, b); }
+void check_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
+  AMPGRAD_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got " << eps);  // a negative eps makes rstd NaN
+  check_layer_norm_params(x, w, b);
+}
 void check_layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
   const DType math = check_layer_norm_params(x, w, {});
   AMPGRAD_CHECK(g.shape() == x.shape() && g.dtype() == x.dtype(), "layer_norm_backward: gradient " << shape_str(g.shape()) << " "
@@ -221,6 +232,9 @@ static void check_conv(const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, 
   AMPGRAD_CHECK(x_shape.size() == 4, "conv2d: expected an (N, C, H, W) tensor, got shape " << shape_str(x_shape));
   AMPGRAD_CHECK(window_fits(x_shape[2], kh, s, p) && window_fits(x_shape[3], kw, s, p),
                 "conv2d: kernel " << kh << "x" << kw << " with stride " << s << " and padding " << p << " does not fit input " << shape_str(x_shape));
+  int64_t cols = 1;  // im2col's (N·Ho·Wo, C·kh·kw) elements, counted without overflow
+  for (int64_t d : {x_shape[0], x_shape[1], kh, kw, window_out_size(x_shape[2], kh, s, p), window_out_size(x_shape[3], kw, s, p)})
+    AMPGRAD_CHECK(!__builtin_mul_overflow(cols, d, &cols), "conv2d: padding " << p << " makes input " << shape_str(x_shape) << "'s columns too many to count");
 }
 void check_im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t s, int64_t p) { check_conv(x.shape(), kh, kw, s, p); }
 void check_col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t s, int64_t p) {

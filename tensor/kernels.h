@@ -28,7 +28,8 @@ namespace ampgrad::kernels {
 // side: Ho and Wo of im2col and max_pool2d on every backend, and of conv2d. Meaningful only
 // where the window fits at least once (window_fits): (in + 2p - k) / s rounds toward zero, so a
 // window up to s - 1 too wide would still count one output.
-inline bool window_fits(int64_t in, int64_t k, int64_t stride, int64_t pad) { return k >= 1 && stride >= 1 && pad >= 0 && in + 2 * pad >= k; }
+// A pad is refused before in + 2 · pad could overflow.
+inline bool window_fits(int64_t in, int64_t k, int64_t stride, int64_t pad) { return k >= 1 && stride >= 1 && pad >= 0 && pad <= (INT64_MAX - in) / 2 && in + 2 * pad >= k; }
 inline int64_t window_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) { return (in + 2 * pad - k) / stride + 1; }
 
 }  // namespace ampgrad::kernels

@@ -79,9 +79,11 @@ template <class Draw> static Tensor& fill_from(Tensor& t, Generator* gen, Draw d
 }
 
 Tensor& uniform_(Tensor& t, double lo, double hi, Generator* gen) {
+  AMPGRAD_CHECK(lo <= hi, "uniform_ expects to return a [from, to) range, but found from=" << lo << " > to=" << hi);
   return fill_from(t, gen, [=](Generator& g) { return lo + (hi - lo) * g.uniform(); });
 }
 Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
+  AMPGRAD_CHECK(std >= 0, "normal_ expects std >= 0.0, but found std " << std);
   return fill_from(t, gen, [=](Generator& g) { return mean + std * g.normal(); });
 }
 
@@ -97,8 +99,8 @@ Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
   AMPGRAD_CHECK(high > low, "randint: empty range [" << low << ", " << high << ")");
   Tensor t = empty(shape, opts.dtype(opts.dtype_or(kInt64)).requires_grad(false));
-  uint64_t span = uint64_t(high - low);
-  return fill_from(t, gen, [=](Generator& g) { return double(low + int64_t(g.next() % span)); });
+  const uint64_t span = uint64_t(high) - uint64_t(low);  // in uint64: high − low may pass INT64_MAX
+  return fill_from(t, gen, [=](Generator& g) { return double(int64_t(uint64_t(low) + g.next() % span)); });
 }
 Tensor randperm(int64_t n, Generator* gen) {
   Generator& g = draw_source(gen);

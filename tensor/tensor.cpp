@@ -92,7 +92,19 @@ void* Tensor::raw_data() const {
   return static_cast<char*>(impl().storage->data) + impl().offset * (int64_t)element_size();
 }
 
+// A view reads its own storage only: a size and a non-negative stride per dim, and its last
+// element (offset + Σ (size − 1) · stride) inside the bytes the storage was made with.
 Tensor Tensor::as_strided(Shape shape, Shape strides, int64_t offset) const {
+  int64_t last = offset, step = 0;
+  bool fits = shape.size() == strides.size() && offset >= 0, empty = false;
+  for (size_t i = 0; fits && i < shape.size(); ++i) {
+    fits = shape[i] >= 0 && strides[i] >= 0;
+    empty |= shape[i] == 0;
+    fits = fits && !__builtin_mul_overflow(std::max<int64_t>(shape[i] - 1, 0), strides[i], &step) && !__builtin_add_overflow(last, step, &last);
+  }
+  AMPGRAD_CHECK(fits && (empty || (last < INT64_MAX / 16 && (last + 1) * (int64_t)element_size() <= (int64_t)impl().storage->nbytes)),
+                "as_strided: sizes " << shape_str(shape) << ", strides " << shape_str(strides) << " and storage offset " << offset
+                    << " are out of bounds for a storage of " << impl().storage->nbytes << " bytes");
   return Tensor(std::make_shared<TensorImpl>(
       TensorImpl{.storage = impl().storage, .shape = std::move(shape), .strides = std::move(strides), .offset = offset, .dtype = dtype(), .is_view = true}));
 }

@@ -441,7 +441,7 @@ TEST_CASE("optimizer state_dict with parameter groups, and a state saved before 
   optim::OptimizerState bad = st;
   bad.scalars["param_groups.1.eps"] = -1;
   optim::AdamW third({{{a2}, {.lr = 1, .eps = 1e-3}}, {{b2}, {.lr = 1}}});
-  CHECK(error_of([&] { third.load_state_dict(bad); }).find("Adam: lr, eps and weight_decay must be >= 0") != std::string::npos);
+  CHECK(error_of([&] { third.load_state_dict(bad); }).find("AdamW: lr, eps and weight_decay must be >= 0, got ") != std::string::npos);
   CHECK(third.options(0).eps == 1e-3);
   CHECK(third.options(0).weight_decay == 0.01);
   CHECK(third.lr(0) == 1);

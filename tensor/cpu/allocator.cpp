@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <unistd.h>
+
 #include "tensor/error.h"
 #include "tensor/observer.h"
 
@@ -55,6 +57,9 @@ void count_allocated(int64_t n) {
   raise_to(counters.most_ever, now);
 }
 void* system_alloc(size_t n) {
+  // More than the machine holds is refused by arithmetic: overcommit may grant it and fail later.
+  static const size_t physical = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGE_SIZE));
+  AMPGRAD_CHECK(n <= physical, "out of memory allocating " << n << " bytes on the CPU: the machine has " << physical);
   void* p = std::aligned_alloc(64, n);
   AMPGRAD_CHECK(p, "out of memory allocating " << n << " bytes on the CPU");
   counters.reserved += int64_t(n);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include "tensor/cpu/half_convert.h"
 #include "tensor/cpu/loops.h"
@@ -55,9 +56,16 @@ std::pair<Tensor, Shape> move_reduced_last(const Tensor& x, const Shape& red, bo
   return {x.as_strided(pshape, pstrides, x.storage_offset()), out_shape};
 }
 
-Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
-  Shape red = dims_in.empty() ? Shape() : normalize_dims("sum", dims_in, x.dim());
-  if (dims_in.empty()) { red.resize(x.dim()); std::iota(red.begin(), red.end(), 0); }
+Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
+  Shape red = dims_in.empty() ? Shape() : normalize_dims("sum", dims_in, x_in.dim());
+  if (dims_in.empty()) { red.resize(x_in.dim()); std::iota(red.begin(), red.end(), 0); }
+  // A reduced dim of stride 0 (an expand) repeats one slice: it is summed once and multiplied by
+  // the repeats, never read (or copied) repeat by repeat: zeros({1}).expand({1 << 40}).sum() is quick.
+  Shape shape = x_in.shape();
+  int64_t repeats = 1;
+  for (int64_t d : red)
+    if (x_in.strides()[d] == 0 && shape[d] > 1) repeats *= std::exchange(shape[d], 1);
+  const Tensor x = x_in.as_strided(shape, x_in.strides(), x_in.storage_offset());
   auto [moved, out_shape] = move_reduced_last(x, red, keepdim);
   int64_t R = 1;
   for (int64_t d : red) R *= x.shape()[d];
@@ -80,7 +88,7 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
           const opmath_t<T>* row = as_opmath(p + i * rows + begin, n, buf);
           for (int64_t j = 0; j < n; ++j) acc[j] += Acc(row[j]);
         }
-        for (int64_t j = 0; j < n; ++j) o[begin + j] = O(opmath_t<O>(acc[j]));
+        for (int64_t j = 0; j < n; ++j) o[begin + j] = O(opmath_t<O>(acc[j] * Acc(repeats)));
       });
       return;
     }
@@ -92,7 +100,7 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
         const opmath_t<T>* row = as_opmath(p + r * R, R, buf);
         Acc acc(0);
         for (int64_t i = 0; i < R; ++i) acc += Acc(row[i]);
-        o[r] = O(opmath_t<O>(acc));
+        o[r] = O(opmath_t<O>(acc * Acc(repeats)));
       }
     });
   });
