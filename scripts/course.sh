@@ -83,10 +83,10 @@ check() {
 }
 
 verify() {
-  local lessons n work
+  local lessons n
   lessons=$(markers | sed -E 's/.*exercise ([0-9]+)\..*/\1/' | sort -un)
   for n in $lessons; do check "$n"; done
-  work=$(mktemp -d)
+  work=$(mktemp -d)  # global: the EXIT trap reads it after verify returns
   trap 'rm -rf "$work"' EXIT
   start "$work/learner" >/dev/null
   # the learner's tree is built as this one is (with or without the CUDA backend), so its stubs compile there too
