@@ -35,11 +35,13 @@ void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, const Tenso
     return cuda::amp_non_finite_check_and_unscale_(spans, found_inf.data_ptr<float>(), inv_scale.data_ptr<float>());
   }
 #endif
+  // exercise 1.3: non_finite_check_and_unscale — multiply every gradient by inv_scale (unscale_value); found_inf = 1 if any became inf/NaN
   const float inv = *inv_scale.data_ptr<float>();
   int any = 0;  // an int: GCC vectorises an OR-reduction into an int, not into a bool
   for (const Tensor& g : grads)
     for (float *p = g.data_ptr<float>(), *end = p + g.numel(); p != end; ++p) any |= unscale_value(*p, inv);
   if (any) *found_inf.data_ptr<float>() = 1.f;
+  // end exercise 1.3
 }
 
 void update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,

@@ -12,6 +12,7 @@ namespace ampgrad::amp {
 // (unless growing would overflow float32 itself).
 AMPGRAD_HD inline void grow_or_back_off(float& scale, int64_t& growth_tracker, bool found_inf, double growth_factor,
                                     double backoff_factor, int64_t growth_interval) {
+  // exercise 1.4: update_scale — on inf/NaN scale × backoff_factor; after growth_interval clean steps in a row × growth_factor
   if (found_inf) {
     scale = float(scale * backoff_factor);
     growth_tracker = 0;
@@ -25,6 +26,7 @@ AMPGRAD_HD inline void grow_or_back_off(float& scale, int64_t& growth_tracker, b
   } else {
     growth_tracker = successful;
   }
+  // end exercise 1.4
 }
 
 // One gradient value: unscale, and report whether it was inf/NaN.

@@ -62,10 +62,11 @@ void cast_inputs_in_place(amp::Op op, Tensor* xs, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (xs[i].defined() && xs[i].is_floating_point()) ev.input_dtypes.push_back(xs[i].dtype());
 
-  auto castable = [&](const Tensor& x) {  // a storage-only tensor is left to be refused by the kernel
-    return x.defined() && x.device().type == dev && x.is_floating_point() && x.dtype() != kFloat64 && !is_storage_only(x.dtype());
-  };
   if (on) {
+    // exercise 1.2: cast_inputs — the row's target dtype, then each castable input cast to it (weights through cached_cast)
+    auto castable = [&](const Tensor& x) {  // a storage-only tensor is left to be refused by the kernel
+      return x.defined() && x.device().type == dev && x.is_floating_point() && x.dtype() != kFloat64 && !is_storage_only(x.dtype());
+    };
     std::optional<DType> target;
     switch (policy) {
       case amp::CastPolicy::lower_precision: target = amp::get_dtype(dev); break;
@@ -82,6 +83,7 @@ void cast_inputs_in_place(amp::Op op, Tensor* xs, size_t n) {
       if (policy == amp::CastPolicy::fp32 && !is_half(xs[i].dtype())) continue;
       xs[i] = policy == amp::CastPolicy::lower_precision ? cached_cast(xs[i], *target, ev) : uncached_cast(xs[i], *target, ev);
     }
+    // end exercise 1.2
   }
   if (autocast_observed()) {
     for (size_t i = 0; i < n; ++i)  // the dtype the kernel sees, after ordinary promotion

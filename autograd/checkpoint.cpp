@@ -126,6 +126,7 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
     EnableGradGuard grad_on;  // a plain backward runs with grad off: this is a forward
     inputs = region_inputs(saved, r.requires_grad, recorded);
     first = next_sequence_nr();
+    // exercise 4.2: rerun_region — out = fn(inputs) as the first run ran it: its autocast state, linear routes and random draws
     amp::cache_scope own_casts;
     amp::autocast cpu(DeviceType::CPU, r.autocast_dtype[0], r.autocast_on[0]);
     amp::autocast gpu(DeviceType::CUDA, r.autocast_dtype[1], r.autocast_on[1]);
@@ -134,6 +135,7 @@ Grads rerun(const Region& r, const Tensor& grad_out) {
     ReplayDraws same_draws(r.draws);
     ForwardRerunGuard rerun;  // batch norm leaves its running statistics alone (grad_mode.h)
     out = r.fn(inputs);
+    // end exercise 4.2
   }
   AMPGRAD_CHECK(out.defined() && out.shape() == r.out_shape && out.dtype() == r.out_dtype && out.device() == r.out_device,
                 "checkpoint: the region's rerun in backward returned " << (out.defined() ? describe(out) : "an undefined tensor")

@@ -152,6 +152,7 @@ struct MemoryHistory::Replay {
 };
 
 MemoryHistory::Replay MemoryHistory::replay(size_t events) const {
+  // exercise 4.1: replay_to_peak — which blocks made while recording are alive after events_[0, events), and the bytes freed of older ones
   Replay r;
   for (size_t i = 0; i < events; ++i) {
     const Event& e = events_[i];
@@ -164,6 +165,7 @@ MemoryHistory::Replay MemoryHistory::replay(size_t events) const {
     }
   }
   return r;
+  // end exercise 4.1
 }
 
 std::vector<MemoryGroup> MemoryHistory::grouped(const Replay& r) {

@@ -68,12 +68,14 @@ void Profile::on_kernel_begin(const char* kernel, Device device) {
 
 void Profile::on_kernel_end(const char* kernel, Device device) {
   if (!listening() || depth_ == 0 || --depth_ > 0 || std::uncaught_exceptions() > exceptions_) return;
+  // exercise 3.1: kernel_time — this call's milliseconds since call_start_ and one call, added to its (kernel, in backward) total
   wait_for_device(device);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - call_start_).count();
   saw_cuda_ |= device.is_cuda();
   auto& [calls, total] = totals_[{kernel, backward_ > 0}];
   ++calls;
   total += ms;
+  // end exercise 3.1
 }
 
 void Profile::on_span_begin(const char*, SpanKind kind) {

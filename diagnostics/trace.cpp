@@ -101,13 +101,15 @@ void TraceWriter::write() {
   if (!stopped_) remove_observer(this);
   stopped_ = true;
   while (!open_.empty()) close();  // the forward phase still open, or spans a throw left open
-  std::stable_sort(done_.begin(), done_.end(), [](const Event& a, const Event& b) { return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur; });
   nlohmann::json events = nlohmann::json::array();
+  // exercise 3.2: trace_events — the spans by start (an enclosing one first), each a complete event (ph X) with its ts and dur in µs
+  std::stable_sort(done_.begin(), done_.end(), [](const Event& a, const Event& b) { return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur; });
   for (const Event& e : done_) {
     nlohmann::json j = {{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"ts", e.ts}, {"dur", e.dur}, {"pid", 1}, {"tid", 1}};
     if (!e.args.is_null()) j["args"] = e.args;
     events.push_back(std::move(j));
   }
+  // end exercise 3.2
   const std::string text = nlohmann::json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump();
   data::AtomicFile file(path_);
   file.write(text.data(), text.size());

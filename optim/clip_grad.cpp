@@ -27,9 +27,11 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, bool 
     AMPGRAD_CHECK(std::isfinite(norm), "clip_grad_norm_: the total norm of the gradients is "
                                            << norm << ", so it cannot be clipped; to scale the gradients by it anyway, set error_if_nonfinite = false");
   }
+  // exercise 2.2: clip_grad_norm — every gradient × max_norm / (total + 1e-6), only where that is below 1
   const Tensor clip_coef = clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);  // 1 when already within max_norm
   for (const Tensor& p : params)
     if (Tensor g = p.grad(); g.defined()) g.copy_(g * clip_coef);
+  // end exercise 2.2
   return total.to(dtype);
 }
 

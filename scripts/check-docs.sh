@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check-docs.sh — fails when README.md or docs/*.md names something the code no longer has, so the
+# check-docs.sh — fails when README.md or a page under docs/ (docs/course/ too) names something the code no longer has, so the
 # docs cannot drift silently: a file or folder path (`tensor/ops.def`, a link), a `file:line` whose
 # line no longer holds the symbol written after it, a C++ name (`amp::GradScaler`, `unscale_()`)
 # that no source defines or uses, a `--flag` that no program, script or build file knows, and the
@@ -46,7 +46,7 @@ trap 'rm -f /tmp/check-docs-policy.$$' EXIT
 python3 - /tmp/check-docs-policy.$$ <<'EOF'
 import os, re, subprocess, sys
 
-docs = ["README.md"] + sorted("docs/" + f for f in os.listdir("docs") if f.endswith(".md"))
+docs = ["README.md"] + sorted(os.path.join(d, f) for d, _, files in os.walk("docs") for f in files if f.endswith(".md"))  # docs/course/ too
 # CHECK_DOCS_README reads README.md's text from another file (the self-test's planted copies)
 def doc_file(doc):
     return os.environ.get("CHECK_DOCS_README", doc) if doc == "README.md" else doc

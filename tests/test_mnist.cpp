@@ -165,25 +165,6 @@ TEST_CASE("a saved state of another model is refused, naming both") {
   CHECK_THROWS_WITH_AS(mnist::train(c, log), doctest::Contains("saved state is of model=mlp optimizer=sgd, this run uses model=cnn"), Error);
 }
 
-TEST_CASE("an epoch's last accumulation group, short of accum_steps, steps on the mean of its micro-batches") {
-  // 64 samples in batches of 32 are 2 micro-batches: with accum_steps 4 they form one short
-  // group, which must weigh each by 1/2, exactly as accum_steps 2 does (not by 1/4).
-  TempDir dir;
-  write_synthetic_mnist(dir);
-  std::vector<uint8_t> weights[2];
-  for (int k : {0, 1}) {
-    mnist::TrainConfig c;
-    c.data_dir = dir.path.string();
-    c.epochs = 1;
-    c.limit_train = 64;
-    c.batch_size = 32;
-    c.accum_steps = k == 0 ? 2 : 4;
-    std::ostringstream log;
-    weights[k] = weights_bytes(*mnist::train(c, log).model);
-  }
-  CHECK(weights[0] == weights[1]);
-}
-
 // saved_small_run resumed for a second epoch with `change` made to its settings; returns the log.
 template <class F> static std::string resumed_log(const TempDir& dir, F change) {
   mnist::TrainConfig c = saved_small_run(dir);

@@ -145,18 +145,23 @@ static EpochSums train_epoch(const Run& r, int epoch, data::DataLoader& loader, 
     const Tensor objective = c.grad_penalty > 0 ? loss + input_gradient_penalty(loss, x, r.scaler, c.grad_penalty, r.precision) : loss;
     // 2. scaled backward; gradients of micro-batches add up in .grad, each weighted so that the
     //    step sees the mean over its group (the last group of an epoch may be short)
-    const int64_t group_start = sums.batches / c.accum_steps * c.accum_steps;
-    const int64_t group_size = std::min<int64_t>(c.accum_steps, n_batches - group_start);
-    auto backward = [&] { r.scaler.scale(objective / double(group_size)).backward(); };
-    const bool ends_group = sums.batches + 1 == group_start + group_size;
+    const bool starts_group = sums.batches % c.accum_steps == 0;
+    const bool ends_group = (sums.batches + 1) % c.accum_steps == 0 || sums.batches + 1 == n_batches;
+    auto backward = [&] {
+      // exercise 2.1: accumulate — backward of the scaled objective divided by its group's micro-batches: accum_steps, or fewer in the epoch's last group
+      const int64_t group_start = sums.batches / c.accum_steps * c.accum_steps;
+      const int64_t group_size = std::min<int64_t>(c.accum_steps, n_batches - group_start);
+      r.scaler.scale(objective / double(group_size)).backward();
+      // end exercise 2.1
+    };
     if (c.ddp && !ends_group) examples::data_parallel::without_sync(r.replica, backward);  // reduced with the group's last
     else backward();
     sums.loss = sums.loss + loss.detach();
-    group_loss = sums.batches == group_start ? loss.detach() : group_loss + loss.detach();  // any micro-batch's inf/NaN counts
+    group_loss = starts_group ? loss.detach() : group_loss + loss.detach();  // any micro-batch's inf/NaN counts
     ++sums.batches;
     sums.samples += x.size(0);
     // 3. once per effective batch: unscale (+ clip), step unless inf/NaN, update the scale
-    if (sums.batches % c.accum_steps == 0 || sums.batches == n_batches) {
+    if (ends_group) {
       if (c.clip_grad > 0) {
         r.scaler.unscale_(r.opt);
         optim::clip_grad_norm_(r.opt.params(), c.clip_grad);

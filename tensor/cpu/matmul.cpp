@@ -102,16 +102,24 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, DType ou
     using S = typename decltype(tag)::type;  // out's storage
     using T = opmath_t<S>;                   // what the GEMM computes in
     parallel_for(B * tiles, h * K * N / 32, [&](int64_t begin, int64_t end) {
-      // the piece starting at 0 runs on the calling thread, which may be a thread of someone else's team
-      T* own = (T*)scratch.raw_data() + (begin == 0 ? 0 : omp_get_thread_num()) * slot;
       for (int64_t t = begin; t < end; ++t) {
         const int64_t i = t / tiles, i0 = t % tiles * h, m = t % tiles == tiles - 1 ? M - i0 : h;
-        T* c = round_out ? own : (T*)out.raw_data() + (i * M + i0) * N;
-        OutMap<T> tile(c, m, N, Eigen::OuterStride<>(N));
-        eigen_gemm<T>(rows(*as_operand(a, i), i0, m, a.element_size()), *as_operand(b, i), tile);
-        if (row.defined()) tile.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>((const T*)row.raw_data(), N);
-        if constexpr (has_convert_contiguous<S, float>)  // the single rounding of the float32 accumulator
-          if (round_out) convert_contiguous((S*)out.raw_data() + (i * M + i0) * N, (const float*)c, m * N);
+        const Operand a_rows = rows(*as_operand(a, i), i0, m, a.element_size()), b_i = *as_operand(b, i);
+        S* c = (S*)out.raw_data() + (i * M + i0) * N;
+        if constexpr (has_convert_contiguous<S, float>) {  // a 16-bit C, as a tensor core makes it
+          // exercise 1.1: round_once_gemm — multiply in float32 into this thread's scratch, add the bias there, round C to S once
+          // own: this thread's float32 scratch (the piece starting at 0 runs on the calling thread, maybe of another team)
+          float* own = (float*)scratch.raw_data() + (begin == 0 ? 0 : omp_get_thread_num()) * slot;
+          OutMap<float> tile(own, m, N, Eigen::OuterStride<>(N));
+          eigen_gemm<float>(a_rows, b_i, tile);
+          if (row.defined()) tile.rowwise() += Eigen::Map<const Eigen::Matrix<float, 1, Eigen::Dynamic>>((const float*)row.raw_data(), N);
+          convert_contiguous(c, own, m * N);
+          // end exercise 1.1
+        } else {  // float32 or float64: computed in place, nothing to round
+          OutMap<T> tile(c, m, N, Eigen::OuterStride<>(N));
+          eigen_gemm<T>(a_rows, b_i, tile);
+          if (row.defined()) tile.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>((const T*)row.raw_data(), N);
+        }
       }
     });
   });
