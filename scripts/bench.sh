@@ -152,12 +152,16 @@ blas_kernel_of() {  # setting
   torch_in "$1" bench/torch_epoch.py --model mlp --limit-train 256 2>/dev/null | sed -n 's/.*; kernel \([A-Za-z0-9]*\);.*/\1/p'
 }
 # What a ratio against the peer in this setting must say: nothing where OpenBLAS runs this CPU's
-# best kernel, else that it does not.
+# best kernel; else that it does not, and whether the sweep chose it (faster here) or nobody did.
 kernel_caveat() {  # setting
   local k best
   k=$(blas_kernel_of "$1") best=$(best_blas_kernel)
-  [ "$best" = default ] || [ "$k" = "$best" ] || [[ $k == Cooperlake || $k == SapphireRapids ]] ||
+  [ "$best" = default ] || [ "$k" = "$best" ] || [[ $k == Cooperlake || $k == SapphireRapids ]] && return
+  if ((torch_sweep)); then
+    echo " (PyTorch's OpenBLAS runs kernel ${k:-?}, below this CPU's $best: the sweep's fastest here)"
+  else
     echo " (CAVEAT: PyTorch's OpenBLAS runs kernel ${k:-?}, below this CPU's $best: not the peer at its best)"
+  fi
 }
 # One PyTorch epoch in a setting: prints its seconds.
 torch_epoch() {  # model amp setting tag [--quiet]
