@@ -65,7 +65,9 @@ int check_lesson(const std::string& lesson) {
   CHECK_MESSAGE(lines <= 150, lesson << " has " << lines << " lines");
   int checked = 0;
   const std::regex course_check(R"(scripts/course\.sh check (\d+))"), course_line(R"(exercise (\d+\.\d+) (\S+): (done|not done yet \((.*)\)))");
-  for (const auto& [command, quoted] : commands) {
+  for (const auto& entry : commands) {  // no structured bindings: clang 14's lambdas (CAPTURE) cannot capture them
+    const std::string& command = entry.first;
+    const std::vector<std::string>& quoted = entry.second;
     CAPTURE(command);
     std::smatch m;
     if (std::regex_match(command, m, course_check)) {  // its lines name lesson N's exercises, all of them
@@ -82,8 +84,10 @@ int check_lesson(const std::string& lesson) {
         shown.insert(e[1]);
         ++checked;
       }
-      for (const auto& [number, exercise] : exercises)
+      for (const auto& numbered : exercises) {
+        const std::string& number = numbered.first;
         if (number.rfind(lesson_number + ".", 0) == 0) CHECK_MESSAGE(shown.count(number), command << " shows no line of exercise " << number);
+      }
       continue;
     }
     if (command.rfind("scripts/course.sh start ", 0) == 0) continue;  // prints where the tree is
