@@ -94,8 +94,8 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, DType ou
   const int64_t slot = round_out ? std::max(h, M - (tiles - 1) * h) * N : 0;  // per thread: C's tile in float32
   const Tensor scratch = empty({threads * slot}, kFloat32);
   // Eigen cuts K into blocks sized from the L1 it detects, and the block boundaries are where the
-  // float32 sums round: fixed sizes give every machine the same bits (48 KiB: the Intel Xeon that
-  // docs/results.md's figures were measured on; an AMD Zen 4's 32 KiB gave other last digits).
+  // float32 sums round: fixed sizes give every machine the same bits (48 KiB: the L1 of the Intel
+  // Xeon where the walkthrough's figures were first measured; a Zen 4's 32 KiB gave other digits).
   static const bool fixed_cache_sizes = (Eigen::setCpuCacheSizes(48 << 10, 1 << 20, 32 << 20), true);
   (void)fixed_cache_sizes;
   dispatch_floating("matmul", out_dtype, [&](auto tag) {
