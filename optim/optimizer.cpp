@@ -49,7 +49,7 @@ std::span<const Tensor> Optimizer::param_group(size_t group) const {
 }
 
 double Optimizer::lr(size_t group) const { return lrs_[check_group(group)]; }
-// As the constructors refuse it: a NaN or infinite rate would turn every parameter into NaN.
+// A NaN or infinite rate would turn every parameter into NaN (the constructors refuse NaN too).
 static double checked_lr(const char* optimizer, double lr) {
   AMPGRAD_CHECK(lr >= 0 && std::isfinite(lr), optimizer << ": set_lr: the learning rate must be finite and >= 0, got " << lr);
   return lr;

@@ -153,7 +153,8 @@ TEST_CASE("sum over an expanded dim reads one slice: no materialised copy, the s
   const Tensor huge = zeros({1}).expand({int64_t(1) << 40});
   CHECK(huge.sum().item<float>() == 0);  // 4 TiB if it were copied
   const Tensor tenth = full({1, 3}, 0.1).expand({1000, 3});
-  CHECK(tenth.sum().item<float>() == tenth.contiguous().sum().item<float>());  // 3000 adds of 0.1f, exact in double
+  CHECK(tenth.sum().item<float>() == float(3000 * double(0.1f)));  // the closed form: 3000 adds of 0.1f are exact in double
+  CHECK(tenth.sum().item<float>() == tenth.contiguous().sum().item<float>());  // and the materialised sum agrees
   CHECK(to_vector<float>(tenth.sum({0})) == to_vector<float>(tenth.contiguous().sum({0})));
   CHECK(to_vector<int64_t>(ones({3, 1}, kInt64).expand({3, 5}).sum({1})) == std::vector<int64_t>{5, 5, 5});
   const Tensor h = full({2, 1}, 0.5, kFloat16).expand({2, 7});
