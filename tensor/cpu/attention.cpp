@@ -2,6 +2,7 @@
 // mask applied inside the row loop (query i reads keys 0..i; the rest of its row is written as
 // zeros, no mask tensor), and its backward. The GEMMs around it are matmul.cpp's.
 // Letters: B batch (heads folded in), L queries, S keys; a row is one query's S scores.
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/cpu/loops.h"
@@ -33,17 +34,19 @@ Tensor attention_softmax(const Tensor& s_in, double scale, bool causal, DType ou
     const A* x = (const A*)s.raw_data();
     T* p = (T*)out.raw_data();
     parallel_for(rows, S, [&](int64_t begin, int64_t end) {
-      std::vector<A> e(S);
+      RowBuffer<T> row(S);
       for (int64_t r = begin; r < end; ++r) {
         const A* xr = x + r * S;
+        A* e = row.write(p + r * S);
         const int64_t n = seen(r, L, S, causal);
         for (int64_t j = 0; j < n; ++j) e[j] = A(scale) * xr[j];
-        A mx = n > 0 ? as_array(e.data(), n).maxCoeff() : A(0);
+        A mx = n > 0 ? as_array(e, n).maxCoeff() : A(0);
         if (mx == -INFINITY) mx = 0;  // an all -inf row: exp(-inf - 0) = 0, and the row 0/0 = NaN, as softmax's
         for (int64_t j = 0; j < n; ++j) e[j] = row_exp(e[j] - mx);
         const A sum = lane_sum<A>(n, [&](int64_t j) { return e[j]; });
-        for (int64_t j = 0; j < n; ++j) p[r * S + j] = T(e[j] / sum);
-        for (int64_t j = n; j < S; ++j) p[r * S + j] = T(A(0));
+        for (int64_t j = 0; j < n; ++j) e[j] /= sum;
+        std::fill(e + n, e + S, A(0));
+        row.done();
       }
     });
   });
@@ -62,11 +65,15 @@ Tensor attention_softmax_backward(const Tensor& p_in, const Tensor& dp_in, doubl
     const A* g = (const A*)dp.raw_data();
     T* ds = (T*)out.raw_data();
     parallel_for(rows, S, [&](int64_t begin, int64_t end) {
+      RowBuffer<T> in(S), out(S);
       for (int64_t r = begin; r < end; ++r) {
         const int64_t n = seen(r, L, S, causal), o = r * S;
-        const A dot = lane_sum<A>(n, [&](int64_t j) { return A(pp[o + j]) * g[o + j]; });
-        for (int64_t j = 0; j < n; ++j) ds[o + j] = T(A(scale) * A(pp[o + j]) * (g[o + j] - dot));
-        for (int64_t j = n; j < S; ++j) ds[o + j] = T(A(0));
+        const A* pr = in.read(pp + o);
+        A* d = out.write(ds + o);
+        const A dot = lane_sum<A>(n, [&](int64_t j) { return pr[j] * g[o + j]; });
+        for (int64_t j = 0; j < n; ++j) d[j] = A(scale) * pr[j] * (g[o + j] - dot);
+        std::fill(d + n, d + S, A(0));
+        out.done();
       }
     });
   });

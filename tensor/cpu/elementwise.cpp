@@ -4,6 +4,7 @@
 // and the store rounds once (round-to-nearest-even). Arguments are checked in tensor/kernels.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "tensor/cpu/half_convert.h"
@@ -220,6 +221,11 @@ void fill_(const Tensor& dst, double value) {
     T v = static_cast<T>(static_cast<opmath_t<T>>(value));
     for_each_run<1>(dst.shape(), {(char*)dst.raw_data()}, {sizeof(T)}, {dst.strides()},
                     [v](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
+                      if constexpr (sizeof(T) == 2) {  // as its bits: Eigen's 16-bit classes keep the loop scalar
+                        uint16_t bits;
+                        std::memcpy(&bits, &v, 2);
+                        if (s[0] == 1) return (void)std::fill_n((uint16_t*)p[0], n, bits);
+                      }
                       for (int64_t i = 0; i < n; ++i) ((T*)p[0])[i * s[0]] = v;
                     });
   });

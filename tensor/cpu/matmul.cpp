@@ -14,6 +14,7 @@
 #include "tensor/cpu/gemm_path.h"
 #include "tensor/cpu/half_convert.h"
 #include "tensor/cpu/loops.h"
+#include "tensor/cpu/widening_gemm.h"
 #include "tensor/kernels.h"
 #ifdef AMPGRAD_WITH_ONEDNN
 #include "tensor/cpu/onednn/bf16_gemm.h"
@@ -34,8 +35,13 @@ constexpr int64_t kTileAlign = 4;
 // Below this many multiply-adds a GEMM stays on one thread (a few microseconds of work).
 constexpr int64_t kGemmGrain = int64_t(1) << 20;
 
+// c = a · b; 16-bit operands that gemm_ready kept read in place, widened block by block into scratch.
 template <class T>
-void eigen_gemm(const Operand& a, const Operand& b, OutMap<T> c) {
+void eigen_gemm(const Operand& a, const Operand& b, OutMap<T> c, DType in, float* scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (in == kFloat16) return widening_gemm<half>(a, b, c.data(), c.outerStride(), scratch);
+    if (in == kBFloat16) return widening_gemm<bfloat16>(a, b, c.data(), c.outerStride(), scratch);
+  }
   auto run = [&](const auto& A) {
     if (b.row_major) c.noalias() = A * MatMap<T, Eigen::RowMajor>((const T*)b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
     else c.noalias() = A * MatMap<T, Eigen::ColMajor>((const T*)b.data, b.rows, b.cols, Eigen::OuterStride<>(b.ld));
@@ -60,10 +66,11 @@ Tensor swap_last(const Tensor& t) {
   return t.as_strided(shape, strides, t.storage_offset());
 }
 
-// An operand as a GEMM reads it: widened to float32 once if it is 16-bit, in its own memory order
-// (so a column-major Wᵀ converts contiguous memory), copied if a GEMM cannot read it in place.
-Tensor gemm_ready(const Tensor& x) {
-  if (!is_half(x.dtype())) return as_operand(x, 0) ? x : contiguous_copy(x);
+// An operand as a GEMM reads it: copied if a GEMM cannot read it in place; a 16-bit one widened to
+// float32 first in its own memory order (so a column-major Wᵀ converts contiguous memory), unless
+// the GEMM widens it block by block as it packs (widening_gemm.h).
+Tensor gemm_ready(const Tensor& x, bool widen) {
+  if (!is_half(x.dtype()) || !widen) return as_operand(x, 0) ? x : contiguous_copy(x);
   if (!x.is_contiguous() && swap_last(x).is_contiguous()) return swap_last(contiguous_copy(swap_last(x), kFloat32));
   return contiguous_copy(x, kFloat32);
 }
@@ -83,21 +90,24 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, DType ou
 #ifdef AMPGRAD_WITH_ONEDNN
   if (a_in.dtype() == kBFloat16 && onednn::bf16_gemm(a_in, b_in, bias, out)) return out;
 #endif
-  const Tensor a = gemm_ready(a_in), b = gemm_ready(b_in);
+  // Eigen cuts K into blocks sized from the L1 it detects, and the block boundaries are where the
+  // float32 sums round: fixed sizes give every machine the same bits (48 KiB: the L1 of the Intel
+  // Xeon where the walkthrough's figures were first measured; a Zen 4's 32 KiB gave other digits).
+  static const bool fixed_cache_sizes = (Eigen::setCpuCacheSizes(48 << 10, 1 << 20, 32 << 20), true);
+  (void)fixed_cache_sizes;
   const Tensor row = bias.defined() ? contiguous_copy(bias, is_half(bias.dtype()) ? kFloat32 : bias.dtype()) : Tensor();  // in the math type
   // Tiles: each matrix's rows in as many pieces as the threads a batch leaves, when the GEMM is
   // big enough; the last tile takes the rows left over (at least 4).
   const int64_t threads = omp_get_max_threads();
   const int64_t pieces = M * N * K >= kGemmGrain && K + N >= 20 ? std::max<int64_t>(1, threads / B) : 1;
   const int64_t h = ((M + pieces - 1) / pieces + kTileAlign - 1) / kTileAlign * kTileAlign, tiles = std::max<int64_t>(1, (M - 4) / h + 1);
-  const bool round_out = is_half(out_dtype);
-  const int64_t slot = round_out ? std::max(h, M - (tiles - 1) * h) * N : 0;  // per thread: C's tile in float32
-  const Tensor scratch = empty({threads * slot}, kFloat32);
-  // Eigen cuts K into blocks sized from the L1 it detects, and the block boundaries are where the
-  // float32 sums round: fixed sizes give every machine the same bits (48 KiB: the L1 of the Intel
-  // Xeon where the walkthrough's figures were first measured; a Zen 4's 32 KiB gave other digits).
-  static const bool fixed_cache_sizes = (Eigen::setCpuCacheSizes(48 << 10, 1 << 20, 32 << 20), true);
-  (void)fixed_cache_sizes;
+  const int64_t first = tiles > 1 ? h : M, last = M - (tiles - 1) * h;  // rows of the first tiles and of the last (up to h + 3)
+  const bool widen = !takes_blocked_gemm(std::min(first, last), K, N);  // the smallest tile decides
+  const Tensor a = gemm_ready(a_in, widen), b = gemm_ready(b_in, widen);
+  // per thread: C's tile in float32 if C is 16-bit, then the blocks of 16-bit operands widened
+  const int64_t slot = is_half(out_dtype) ? (std::max(first, last) * N + 15) / 16 * 16 : 0,
+                blocks = is_half(a.dtype()) ? std::max(widening_gemm_scratch(first, K, N), widening_gemm_scratch(last, K, N)) : 0;
+  const Tensor scratch = empty({std::min(threads, B * tiles) * (slot + blocks)}, kFloat32);  // no more threads than tiles run
   dispatch_floating("matmul", out_dtype, [&](auto tag) {
     using S = typename decltype(tag)::type;  // out's storage
     using T = opmath_t<S>;                   // what the GEMM computes in
@@ -106,18 +116,19 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, DType ou
         const int64_t i = t / tiles, i0 = t % tiles * h, m = t % tiles == tiles - 1 ? M - i0 : h;
         const Operand a_rows = rows(*as_operand(a, i), i0, m, a.element_size()), b_i = *as_operand(b, i);
         S* c = (S*)out.raw_data() + (i * M + i0) * N;
+        // own: this thread's float32 scratch (the piece starting at 0 runs on the calling thread, maybe of another team)
+        float* own = (float*)scratch.raw_data() + (begin == 0 ? 0 : omp_get_thread_num()) * (slot + blocks);
+        const auto multiply = [&](auto tile) { eigen_gemm(a_rows, b_i, tile, a.dtype(), own + slot); };
         if constexpr (has_convert_contiguous<S, float>) {  // a 16-bit C, as a tensor core makes it
           // exercise 1.1: round_once_gemm — multiply in float32 into this thread's scratch, add the bias there, round C to S once
-          // own: this thread's float32 scratch (the piece starting at 0 runs on the calling thread, maybe of another team)
-          float* own = (float*)scratch.raw_data() + (begin == 0 ? 0 : omp_get_thread_num()) * slot;
           OutMap<float> tile(own, m, N, Eigen::OuterStride<>(N));
-          eigen_gemm<float>(a_rows, b_i, tile);
+          multiply(tile);
           if (row.defined()) tile.rowwise() += Eigen::Map<const Eigen::Matrix<float, 1, Eigen::Dynamic>>((const float*)row.raw_data(), N);
           convert_contiguous(c, own, m * N);
           // end exercise 1.1
         } else {  // float32 or float64: computed in place, nothing to round
           OutMap<T> tile(c, m, N, Eigen::OuterStride<>(N));
-          eigen_gemm<T>(a_rows, b_i, tile);
+          multiply(tile);
           if (row.defined()) tile.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>((const T*)row.raw_data(), N);
         }
       }
