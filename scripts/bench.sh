@@ -99,6 +99,9 @@ check_quiet() {
   echo "before this section: CPUs ${busy}% busy (2 s sample); load average $(cut -d' ' -f1-3 /proc/loadavg)"
   ((busy < 10)) || echo "WARNING: something else is using the CPUs: timings below are not trustworthy"
 }
+# The median of a[i] / b[i] over paired runs ("a1 a2 ..." "b1 b2 ..."): on a shared machine whose
+# speed drifts, each ratio is taken between runs made moments apart.
+paired() { paste -d' ' <(tr -s ' ' '\n' <<<"$1" | grep .) <(tr -s ' ' '\n' <<<"$2" | grep .) | awk '{ printf "%.6f\n", $1 / $2 }' | median | xargs printf '%.2f'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 have_torch() { "$PY" -c 'import torch' 2>/dev/null; }
@@ -319,6 +322,8 @@ section_amp() {
   mf=$(printf '%s\n' "${f16[@]}" | median)
   mb=$(printf '%s\n' "${b16[@]}" | median)
   printf '  median ampgrad: f32 %.2f s  fp16 %.2f s (%sx f32)  bf16 %.2f s (%sx f32)\n' "$mo" "$mf" "$(ratio "$mf" "$mo")" "$mb" "$(ratio "$mb" "$mo")"
+  printf '  median of the runs'"'"' own ratios (each 16-bit epoch over the float32 epoch beside it): fp16 %sx  bf16 %sx\n' \
+    "$(paired "${f16[*]}" "${off[*]}")" "$(paired "${b16[*]}" "${off[*]}")"
   if ((with_torch)); then
     local to tb
     to=$(printf '%s\n' "${toff[@]}" | median)
@@ -389,6 +394,9 @@ section_gpt() {
     printf '  median %-7s %-4s %7.2f ms/step  (%sx ampgrad f32)  val_loss %s\n' "${k%%:*}" "${k#*:}" "$m" "$(ratio "$m" "$base")" \
       "$(printf '%s\n' ${loss[$k]} | median)"
   done
+  printf '  median of the runs'"'"' own ratios (each step time over ampgrad float32'"'"'s in the same run):'
+  for k in "${kinds[@]:1}"; do printf '  %s %s %sx' "${k%%:*}" "${k#*:}" "$(paired "${ms[$k]}" "${ms[ampgrad:off]}")"; done
+  echo
   if ((with_torch)); then
     for amp in off bf16; do
       printf '  ampgrad %s / PyTorch %s (%s): %s%s\n' "$amp" "$amp" "${best[$amp]}" \
