@@ -322,6 +322,30 @@ TEST_CASE("printing looks like PyTorch") {
   CHECK(to_string(arange(0, 3, 1, kFloat16).requires_grad_()) == "tensor([0., 1., 2.], dtype=float16, requires_grad=True)");
 }
 
+TEST_CASE("gather and scatter_add along the last dim go a row per thread: the one-thread walk's values, sums in index order") {
+  // An index as long as the shape outside the last dim (max pooling's backward, a loss's gather)
+  // takes the rows-to-threads path of tensor/cpu/reduce.cpp: 64 · 32 rows of 40 entries into 50.
+  const int threads = get_num_threads();
+  set_num_threads(2);
+  manual_seed(14);
+  const Shape shape{64, 32, 50};
+  const Tensor index = randint(0, 50, {64, 32, 40}), src = randn({64, 32, 40}), x = randn(shape);
+  const std::vector<int64_t> iv = to_vector<int64_t>(index);
+  const std::vector<float> sv = to_vector<float>(src), xv = to_vector<float>(x);
+  std::vector<float> scattered(64 * 32 * 50, 0.f), gathered(iv.size());
+  for (size_t k = 0; k < iv.size(); ++k) {
+    const int64_t pos = int64_t(k) / 40 * 50 + iv[k];
+    scattered[size_t(pos)] += sv[k];  // row by row, in index order
+    gathered[k] = xv[size_t(pos)];
+  }
+  CHECK(to_vector<float>(kernels::scatter_add(shape, 2, index, src)) == scattered);
+  CHECK(to_vector<float>(kernels::gather(x, 2, index)) == gathered);
+  Tensor bad = index.clone();
+  bad.view({-1}).narrow(0, 70000, 1).fill_(-3);
+  CHECK(error_of([&] { kernels::scatter_add(shape, 2, bad, src); }) == "scatter_add: index -3 is out of bounds for dim 2 of size 50");
+  set_num_threads(threads);
+}
+
 TEST_CASE("errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(matmul(ones({2, 3}), ones({4, 5})), "matmul: cannot multiply shapes [2, 3] and [4, 5]", Error);
   CHECK_THROWS_WITH_AS(ones({2, 3}) + ones({4}), doctest::Contains("shapes [2, 3] and [4] cannot be broadcast"), Error);

@@ -3,13 +3,14 @@
 // another mid-GEMM, each packs only its own rows of a and writes its own run of C's rows, and
 // since every row is computed with the arithmetic the whole GEMM gives it, the bits do not
 // depend on the thread count. float16/bfloat16 emulate a tensor core: inputs widened to float32
-// (exact), float32 accumulation, the result rounded to half once, tile by tile in the thread's
-// own scratch, a bias added to its rows first (the epilogue: one rounding for the whole linear).
+// (exact; a cache block at a time as Eigen packs it, widening_gemm.h), float32 accumulation, the
+// result rounded to half once, tile by tile in the thread's own scratch, a bias added to its
+// rows first (the epilogue: one rounding for the whole linear).
 // Eigen's own Eigen::half GEMM is ~200x slower, so it is never used. A float32 out_dtype keeps the
 // float32 result unrounded. A bfloat16 GEMM goes to oneDNN first where the build has it and it is
 // the faster path on this CPU (onednn/bf16_gemm.h): the same contract, kept by the CPU's bfloat16
 // dot-product instructions.
-#define EIGEN_DONT_PARALLELIZE  // the tiles below are the parallelism; this is the only Eigen GEMM
+#define EIGEN_DONT_PARALLELIZE  // the tiles below are the parallelism; these are the only Eigen GEMMs
 #include "tensor/cpu/gemm_operand.h"
 #include "tensor/cpu/gemm_path.h"
 #include "tensor/cpu/half_convert.h"

@@ -139,10 +139,28 @@ std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim, bo
 
 // Walks index (int64, the rank of `shape`: checked in tensor/kernels.cpp) and calls f(flat
 // position in index, flat position in a contiguous tensor of `shape` with the dim coordinate
-// replaced by the index), checking each index value on the way.
+// replaced by the index), checking each index value on the way. Along the last dim of an index
+// as long as `shape` in every other dim (max pooling's backward, a loss's gather), row r of the
+// index reads or writes row r alone: the index is checked whole first, then rows go to the
+// threads, each walked in order as before.
 template <class F> static void walk_index(const char* op, const Shape& shape, int64_t dim, const Tensor& index, F f) {
   Tensor ic = contiguous_copy(index);
   const int64_t* ip = ic.data_ptr<int64_t>();
+  const int64_t last = int64_t(shape.size()) - 1;
+  if (dim == last && std::equal(shape.begin(), shape.end() - 1, index.shape().begin())) {
+    const int64_t n = index.shape()[last], size = shape[last];
+    const auto [lo, hi] = std::minmax_element(ip, ip + ic.numel());
+    if (ic.numel() > 0 && (*lo < 0 || *hi >= size)) {
+      const int64_t bad = *lo < 0 ? *lo : *hi;
+      AMPGRAD_CHECK(false, op << ": index " << bad << " is out of bounds for dim " << dim << " of size " << size);
+    }
+    if (n > 0)
+      parallel_for(ic.numel() / n, n, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r)
+          for (int64_t j = 0; j < n; ++j) f(r * n + j, r * size + ip[r * n + j]);
+      });
+    return;
+  }
   Shape strides = contiguous_strides(shape), coord(shape.size(), 0);
   for (int64_t k = 0; k < ic.numel(); ++k) {
     int64_t i = ip[k], pos = 0;
