@@ -150,10 +150,8 @@ template <class F> static void walk_index(const char* op, const Shape& shape, in
   if (dim == last && std::equal(shape.begin(), shape.end() - 1, index.shape().begin())) {
     const int64_t n = index.shape()[last], size = shape[last];
     const auto [lo, hi] = std::minmax_element(ip, ip + ic.numel());
-    if (ic.numel() > 0 && (*lo < 0 || *hi >= size)) {
-      const int64_t bad = *lo < 0 ? *lo : *hi;
-      AMPGRAD_CHECK(false, op << ": index " << bad << " is out of bounds for dim " << dim << " of size " << size);
-    }
+    AMPGRAD_CHECK(ic.numel() == 0 || (*lo >= 0 && *hi < size),
+                  op << ": index " << (*lo < 0 ? *lo : *hi) << " is out of bounds for dim " << dim << " of size " << size);
     if (n > 0)
       parallel_for(ic.numel() / n, n, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r)
