@@ -169,7 +169,8 @@ template <class A> AMPGRAD_HD inline int64_t to_int64(A x) {
 }
 
 // max_pool2d's rule for v taking a window's lead from best: a NaN wins (the first one), then a
-// larger value; a tie keeps the earlier element, so both backends return the same index.
-template <class A> AMPGRAD_HD inline bool pool_beats(A v, A best) { return v > best || (v != v && best == best); }
+// larger value; a tie keeps the earlier element, so both backends return the same index. Bitwise
+// | and &, not || and &&: where a window's maximum falls is a coin toss a branch would lose.
+template <class A> AMPGRAD_HD inline bool pool_beats(A v, A best) { return (v > best) | ((v != v) & (best == best)); }
 
 }  // namespace ampgrad::math
