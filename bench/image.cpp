@@ -1,6 +1,7 @@
 // image.cpp — speed of the CPU's image kernels at the shapes of examples/mnist's CNN, batch 128, on
 // all threads (Google Benchmark): im2col and col2im of each convolution, max_pool2d after each,
-// and the transposes that turn the convolution's GEMM output into (N, C, H, W) and back.
+// the transposes that turn the convolution's GEMM output into (N, C, H, W) and back, and batch
+// norm's sum of each channel.
 // Leaves out: the GEMMs (bench/gemm.cpp), correctness (tests/test_ops.cpp, test_cuda_host.cpp).
 //
 //   build/bench/image --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -40,6 +41,7 @@ CASE(max_pool2d_conv1, kConv1, max_pool2d(x, 2))
 CASE(max_pool2d_conv2, kConv2, max_pool2d(x, 2))
 CASE(to_nchw_conv2, kConv2, x.view({128, 8, 8, 64}).permute({0, 3, 1, 2}).contiguous())  // the GEMM's rows -> (N, C, H, W)
 CASE(to_rows_conv2, kConv2, x.permute({0, 2, 3, 1}).contiguous())                        // and back, in backward
+CASE(channel_sums_conv1, kConv1, sum(x, {0, 2, 3}))                                        // batch norm's mean and variance
 
 }  // namespace
 

@@ -94,13 +94,22 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     }
     Tensor c = contiguous_copy(moved);
     const T* p = (const T*)c.raw_data();
+    // Each row is summed in order, one add waiting on the last; kRows rows side by side keep that
+    // many adds in flight (batch norm's 32 channel sums of 73,728 in bench/image: 2× faster), each row's bits unchanged.
+    constexpr int64_t kRows = 8, kChunk = 1024;
     parallel_for(rows, R, [&](int64_t begin, int64_t end) {
-      std::vector<opmath_t<T>> buf;
-      for (int64_t r = begin; r < end; ++r) {
-        const opmath_t<T>* row = as_opmath(p + r * R, R, buf);
-        Acc acc(0);
-        for (int64_t i = 0; i < R; ++i) acc += Acc(row[i]);
-        o[r] = O(opmath_t<O>(acc * Acc(repeats)));
+      std::vector<opmath_t<T>> buf[kRows];
+      for (int64_t r0 = begin; r0 < end; r0 += kRows) {
+        const int64_t g = std::min(kRows, end - r0);
+        Acc acc[kRows] = {};
+        for (int64_t i0 = 0; i0 < R; i0 += kChunk) {
+          const int64_t n = std::min(kChunk, R - i0);
+          const opmath_t<T>* row[kRows];
+          for (int64_t k = 0; k < kRows; ++k) row[k] = as_opmath(p + (r0 + std::min(k, g - 1)) * R + i0, n, buf[k]);  // past g: a repeat, dropped
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t k = 0; k < kRows; ++k) acc[k] += Acc(row[k][i]);
+        }
+        for (int64_t k = 0; k < g; ++k) o[r0 + k] = O(opmath_t<O>(acc[k] * Acc(repeats)));
       }
     });
   });
