@@ -104,8 +104,8 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
         Acc acc[kRows] = {};
         for (int64_t i0 = 0; i0 < R; i0 += kChunk) {
           const int64_t n = std::min(kChunk, R - i0);
-          const opmath_t<T>* row[kRows];
-          for (int64_t k = 0; k < kRows; ++k) row[k] = as_opmath(p + (r0 + std::min(k, g - 1)) * R + i0, n, buf[k]);  // past g: a repeat, dropped
+          const opmath_t<T>* row[kRows] = {};
+          for (int64_t k = 0; k < kRows; ++k) row[k] = k < g ? as_opmath(p + (r0 + k) * R + i0, n, buf[k]) : row[0];  // past g: row 0 again, dropped
           for (int64_t i = 0; i < n; ++i)
             for (int64_t k = 0; k < kRows; ++k) acc[k] += Acc(row[k][i]);
         }
