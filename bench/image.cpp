@@ -1,7 +1,7 @@
 // image.cpp — speed of the CPU's image kernels at the shapes of examples/mnist's CNN, batch 128, on
-// all threads (Google Benchmark): im2col and col2im of each convolution, max_pool2d after each,
-// the transposes that turn the convolution's GEMM output into (N, C, H, W) and back, and batch
-// norm's sum of each channel.
+// all threads (Google Benchmark): im2col of each convolution, col2im of the second (the first's
+// input needs no gradient), max_pool2d after each, the transposes that turn the convolution's
+// GEMM output into (N, C, H, W) and back, and batch norm's sum of each channel.
 // Leaves out: the GEMMs (bench/gemm.cpp), correctness (tests/test_ops.cpp, test_cuda_host.cpp).
 //
 //   build/bench/image --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -27,7 +27,7 @@ void run(benchmark::State& state, const Shape& shape, const std::function<Tensor
   state.counters["elements/s"] = benchmark::Counter(double(x.numel()) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
-// The CNN: (128, 1, 28, 28) -conv 5x5-> (128, 32, 24, 24) -pool 2-> (128, 32, 12, 12) -conv 5x5-> (128, 64, 8, 8) -pool 2->
+// The CNN: (128, 1, 28, 28) -conv 5x5-> (128, 32, 24, 24) -pool 2-> (128, 32, 12, 12) -conv 5x5-> (128, 64, 8, 8) -pool 2-> (128, 64, 4, 4)
 const Shape kImage1{128, 1, 28, 28}, kImage2{128, 32, 12, 12}, kCols2{128 * 8 * 8, 32 * 25};
 const Shape kConv1{128, 32, 24, 24}, kConv2{128, 64, 8, 8};
 #define CASE(name, shape, expr)                                                                     \

@@ -346,6 +346,81 @@ DEVICE_TEST_CASE("conv2d and max_pool2d: values and gradients") {
   }
 }
 
+TEST_CASE("CPU im2col, col2im and max_pool2d against plain loops: every width, padding, 16-bit, planes past a SIMD group") {
+  // tensor/cpu/image.cpp compiles window widths 3 and 5 (convolutions) and 2 (pooling) as
+  // constants, the rest at run time, and pools 16 planes side by side: these cases take each path,
+  // padding, strides and a last group of 7 planes, bit for bit against the definitions.
+  struct Conv { int64_t kh, kw, s, p; };
+  for (DType t : {kFloat32, kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(t));
+    manual_seed(7);
+    const int64_t N = 2, C = 3, H = 9, W = 8;
+    const Tensor x = randn({N, C, H, W}).to(t);
+    const std::vector<double> xv = vec(x);
+    for (Conv k : {Conv{5, 5, 1, 2}, {3, 3, 2, 1}, {2, 4, 1, 1}, {1, 6, 3, 0}}) {
+      INFO("window " << k.kh << "x" << k.kw << ", stride " << k.s << ", padding " << k.p);
+      const int64_t Ho = (H + 2 * k.p - k.kh) / k.s + 1, Wo = (W + 2 * k.p - k.kw) / k.s + 1, D = C * k.kh * k.kw;
+      // cols[(n, oh, ow), (c, i, j)] = x[n, c, oh·s − p + i, ow·s − p + j], 0 outside
+      const std::vector<double> cols = vec(kernels::im2col(x, k.kh, k.kw, k.s, k.p));
+      REQUIRE((int64_t)cols.size() == N * Ho * Wo * D);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t oh = 0; oh < Ho; ++oh)
+          for (int64_t ow = 0; ow < Wo; ++ow)
+            for (int64_t e = 0; e < D; ++e) {
+              const int64_t c = e / (k.kh * k.kw), h = oh * k.s - k.p + e / k.kw % k.kh, w = ow * k.s - k.p + e % k.kw;
+              const bool inside = h >= 0 && h < H && w >= 0 && w < W;
+              REQUIRE(cols[((n * Ho + oh) * Wo + ow) * D + e] == (inside ? xv[((n * C + c) * H + h) * W + w] : 0.0));
+            }
+      // col2im: each pixel the float32 sum of the entries read from it, in (oh, ow) order, rounded once
+      const Tensor g = randn({N * Ho * Wo, D}).to(t);
+      const std::vector<double> gv = vec(g), back = vec(kernels::col2im(g, x.shape(), k.kh, k.kw, k.s, k.p));
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t w = 0; w < W; ++w) {
+              float acc = 0;
+              for (int64_t oh = 0; oh < Ho; ++oh)
+                for (int64_t ow = 0; ow < Wo; ++ow) {
+                  const int64_t i = h - (oh * k.s - k.p), j = w - (ow * k.s - k.p);
+                  if (i >= 0 && i < k.kh && j >= 0 && j < k.kw) acc += float(gv[((n * Ho + oh) * Wo + ow) * D + (c * k.kh + i) * k.kw + j]);
+                }
+              REQUIRE(back[((n * C + c) * H + h) * W + w] == vec(full({1}, acc).to(t))[0]);
+            }
+    }
+    // Pooling over 39 planes (two groups of 16 and 7), three values (ties everywhere) and NaNs: the
+    // first maximum of each window in row-major order wins, a NaN beating any number.
+    Tensor y64 = randint(0, 3, {3, 13, 7, 9}).to(kFloat64);
+    double* yp = y64.data_ptr<double>();
+    for (int64_t e : {10, 200, 1000, 2456}) yp[e] = NAN;
+    const Tensor yt = y64.to(t);
+    const std::vector<double> yv = vec(yt);
+    for (int64_t pk : {2, 3}) {
+      for (int64_t ps : {1, 2, 3}) {
+        INFO("pool " << pk << ", stride " << ps);
+        auto [out, idx] = kernels::max_pool2d(yt, pk, ps);
+        const std::vector<double> ov = vec(out);
+        const std::vector<int64_t> iv = to_vector<int64_t>(idx);
+        const int64_t Ho = (7 - pk) / ps + 1, Wo = (9 - pk) / ps + 1;
+        for (int64_t plane = 0; plane < 39; ++plane)
+          for (int64_t oh = 0; oh < Ho; ++oh)
+            for (int64_t ow = 0; ow < Wo; ++ow) {
+              int64_t best = oh * ps * 9 + ow * ps;
+              for (int64_t i = 0; i < pk; ++i)
+                for (int64_t j = 0; j < pk; ++j) {
+                  const int64_t pos = (oh * ps + i) * 9 + ow * ps + j;
+                  const double v = yv[plane * 63 + pos], b = yv[plane * 63 + best];
+                  if (v > b || (std::isnan(v) && !std::isnan(b))) best = pos;
+                }
+              const int64_t o = (plane * Ho + oh) * Wo + ow;
+              REQUIRE(iv[o] == best);
+              const double want = yv[plane * 63 + best];
+              REQUIRE((std::isnan(want) ? std::isnan(ov[o]) : ov[o] == want));
+            }
+      }
+    }
+  }
+}
+
 // conv2d's input gradient sums each patch's gradient back into the image (col2im) in float32 and
 // rounds once: a 16-bit run's dx is, bit for bit, the float32 run's on the same values rounded
 // to the dtype. (Summed in 16 bits, overlapping 3x3 windows would round up to 9 times.)

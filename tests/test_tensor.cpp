@@ -555,11 +555,21 @@ TEST_CASE("CPU GEMMs cut into tiles between threads give the one-thread bits") {
   }
 }
 
-TEST_CASE("CPU half sums and bias adds widen in one pass: float32 arithmetic in order, rounded once") {
+TEST_CASE("CPU sums and half bias adds widen in one pass: float32 (float64) arithmetic in order, rounded once") {
   // The widened paths must give what converting element by element gave: a float32 accumulator
   // running in order down each column (or along each row), and y + x in float32, rounded once.
+  // 37 rows go 8 side by side and one by one, each read in chunks of 1,024 (reduce.cpp).
   manual_seed(12);
-  const int64_t M = 37, N = 300;
+  const int64_t M = 37, N = 2500;
+  {  // float32 rows sum in double, in order
+    Tensor x = randn({M, N});
+    const std::vector<float> xv = to_vector<float>(x), row = to_vector<float>(sum(x, {1}));
+    for (int64_t i = 0; i < M; ++i) {
+      double acc = 0;
+      for (int64_t j = 0; j < N; ++j) acc += xv[i * N + j];
+      REQUIRE(row[i] == float(acc));
+    }
+  }
   for (DType t : {kFloat16, kBFloat16}) {
     Tensor x = randn({M, N}).to(t), b = randn({N}).to(t);
     std::vector<float> xv = to_vector<float>(x), bv = to_vector<float>(b);

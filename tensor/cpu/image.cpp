@@ -13,14 +13,11 @@
 namespace ampgrad::cpu {
 using namespace ampgrad::kernels;
 
-// Calls f(k) with the window width k as a compile-time constant for the common widths (2 for
-// pooling, 3 and 5 for convolutions), so the few elements of a window row are copied, added or
-// compared without a loop or a memmove call; any other width runs the same code with k at run time.
-template <class F> void with_width(int64_t k, const F& f) {
-  if (k == 2) f(std::integral_constant<int64_t, 2>{});
-  else if (k == 3) f(std::integral_constant<int64_t, 3>{});
-  else if (k == 5) f(std::integral_constant<int64_t, 5>{});
-  else f(k);
+// Calls f(k) with the window width k as a compile-time constant when it is one of Ks (the common
+// ones), so the few elements of a window row are copied, added or compared without a loop or a
+// memmove call; any other width runs the same code with k at run time.
+template <int64_t... Ks, class F> void with_width(int64_t k, const F& f) {
+  if (!((k == Ks && (f(std::integral_constant<int64_t, Ks>{}), true)) || ...)) f(k);
 }
 
 // cols[(n, oh, ow), (c, i, j)] = x[n, c, oh*s - p + i, ow*s - p + j]   (0 outside the image)
@@ -33,7 +30,7 @@ Tensor im2col(const Tensor& x_in, int64_t kh, int64_t kw_in, int64_t s, int64_t 
     using T = typename decltype(tag)::type;
     const T* xp = (const T*)x.raw_data();
     T* cp = (T*)cols.raw_data();
-    with_width(kw_in, [&](auto kw) {
+    with_width<3, 5>(kw_in, [&](auto kw) {
 #pragma omp parallel for
       for (int64_t n = 0; n < N; ++n)
         for (int64_t oh = 0; oh < Ho; ++oh)
@@ -75,7 +72,7 @@ Tensor col2im(const Tensor& cols_in, const Shape& x_shape, int64_t kh, int64_t k
       Tensor sums = zeros(x_shape, dtype_of<A>());
       A* xp = (A*)sums.raw_data();
       const T* cp = (const T*)cols.raw_data();
-      with_width(kw_in, [&](auto kw) {
+      with_width<3, 5>(kw_in, [&](auto kw) {
 #pragma omp parallel for
         for (int64_t n = 0; n < N; ++n)  // images are independent: no two threads touch one pixel
           for (int64_t oh = 0; oh < Ho; ++oh)
@@ -149,7 +146,7 @@ std::pair<Tensor, Tensor> max_pool2d(const Tensor& x_in, int64_t k_in, int64_t s
     using T = typename decltype(tag)::type;
     const T* xp = (const T*)x.raw_data();
     T* op = (T*)out.raw_data();
-    with_width(k_in, [&](auto k) {
+    with_width<2>(k_in, [&](auto k) {  // k is the window's height too
 #pragma omp parallel for
       for (int64_t p = 0; p < N * C; p += kPoolLanes)
         pool_planes(xp + p * H * W, op + p * Ho * Wo, ip + p * Ho * Wo, std::min(kPoolLanes, N * C - p), H, W, Ho, Wo, k, s);

@@ -94,23 +94,26 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     }
     Tensor c = contiguous_copy(moved);
     const T* p = (const T*)c.raw_data();
-    // Each row is summed in order, one add waiting on the last; kRows rows side by side keep that
-    // many adds in flight (batch norm's 32 channel sums of 73,728 in bench/image: 2× faster), each row's bits unchanged.
-    constexpr int64_t kRows = 8, kChunk = 1024;
-    parallel_for(rows, R, [&](int64_t begin, int64_t end) {
-      std::vector<opmath_t<T>> buf[kRows];
-      for (int64_t r0 = begin; r0 < end; r0 += kRows) {
-        const int64_t g = std::min(kRows, end - r0);
-        Acc acc[kRows] = {};
-        for (int64_t i0 = 0; i0 < R; i0 += kChunk) {
-          const int64_t n = std::min(kChunk, R - i0);
-          const opmath_t<T>* row[kRows] = {};
-          for (int64_t k = 0; k < kRows; ++k) row[k] = k < g ? as_opmath(p + (r0 + k) * R + i0, n, buf[k]) : row[0];  // past g: row 0 again, dropped
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t k = 0; k < kRows; ++k) acc[k] += Acc(row[k][i]);
-        }
-        for (int64_t k = 0; k < g; ++k) o[r0 + k] = O(opmath_t<O>(acc[k] * Acc(repeats)));
+    // Each row is summed in order, one add waiting on the last: 8 rows side by side keep 8 adds in
+    // flight, each row's sum unchanged (batch norm's channel sums); rows left over go one at a time.
+    // A chunk bounds the 16-bit rows' widened copies (8 × 1,024 floats).
+    constexpr int64_t kChunk = 1024;
+    auto sum_rows = [&](int64_t r0, auto lanes) {
+      std::vector<opmath_t<T>> buf[lanes];
+      Acc acc[lanes] = {};
+      for (int64_t i0 = 0; i0 < R; i0 += kChunk) {
+        const int64_t n = std::min(kChunk, R - i0);
+        const opmath_t<T>* row[lanes];
+        for (int64_t k = 0; k < lanes; ++k) row[k] = as_opmath(p + (r0 + k) * R + i0, n, buf[k]);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t k = 0; k < lanes; ++k) acc[k] += Acc(row[k][i]);
       }
+      for (int64_t k = 0; k < lanes; ++k) o[r0 + k] = O(opmath_t<O>(acc[k] * Acc(repeats)));
+    };
+    parallel_for(rows, R, [&](int64_t begin, int64_t end) {
+      int64_t r = begin;
+      for (; r + 8 <= end; r += 8) sum_rows(r, std::integral_constant<int64_t, 8>{});
+      for (; r < end; ++r) sum_rows(r, std::integral_constant<int64_t, 1>{});
     });
   });
   return out;
