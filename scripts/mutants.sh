@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mutants.sh [--gpu] [NAME...] — the tests' mutation harness. Each tests/mutants/NAME.patch is a
+# mutants.sh [--gpu | --applies] [NAME...] — the tests' mutation harness. Each tests/mutants/NAME.patch is a
 # wrong implementation (or a weakened test) that the suites must catch; the patch opens with
 #   # target: <cmake target to build>
 #   # expect-fail: <ctest -R regex of the tests that must fail>
@@ -17,8 +17,18 @@
 # (exit 77: the cases would only skip), and takes patches of headers last: such a mutant
 # recompiles every file that includes the header, once more after its revert. Outside a git
 # checkout (a copy on a GPU machine) patches go in with patch(1) if git is missing.
+# --applies only checks that every patch, CPU and CUDA, still applies, building nothing: a
+# .ci/run step, since a patch whose code moved would otherwise rot unseen (nine had).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [[ ${1:-} == --applies ]]; then
+  stale=0
+  for p in tests/mutants/*.patch; do
+    git apply --check "$p" 2>/dev/null || { echo "mutants.sh: $p no longer applies: make it again on the code it guards" >&2; stale=1; }
+  done
+  exit "$stale"
+fi
 
 gpu=0
 if [[ ${1:-} == --gpu ]]; then gpu=1; shift; fi
