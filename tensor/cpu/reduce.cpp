@@ -98,8 +98,8 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     // flight, each row's sum unchanged (batch norm's channel sums); rows left over go one at a time.
     // A chunk bounds the 16-bit rows' widened copies (8 × 1,024 floats).
     constexpr int64_t kChunk = 1024;
-    auto sum_rows = [&](int64_t r0, auto lanes) {
-      std::vector<opmath_t<T>> buf[lanes];
+    using Buffers = std::vector<opmath_t<T>>[8];  // a thread's, reused row after row
+    auto sum_rows = [&](Buffers& buf, int64_t r0, auto lanes) {
       Acc acc[lanes] = {};
       for (int64_t i0 = 0; i0 < R; i0 += kChunk) {
         const int64_t n = std::min(kChunk, R - i0);
@@ -111,9 +111,10 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
       for (int64_t k = 0; k < lanes; ++k) o[r0 + k] = O(opmath_t<O>(acc[k] * Acc(repeats)));
     };
     parallel_for(rows, R, [&](int64_t begin, int64_t end) {
+      Buffers buf;
       int64_t r = begin;
-      for (; r + 8 <= end; r += 8) sum_rows(r, std::integral_constant<int64_t, 8>{});
-      for (; r < end; ++r) sum_rows(r, std::integral_constant<int64_t, 1>{});
+      for (; r + 8 <= end; r += 8) sum_rows(buf, r, std::integral_constant<int64_t, 8>{});
+      for (; r < end; ++r) sum_rows(buf, r, std::integral_constant<int64_t, 1>{});
     });
   });
   return out;
