@@ -533,11 +533,14 @@ TEST_CASE("CPU GEMMs cut into tiles between threads give the one-thread bits") {
   // panels) and runs Eigen's sequential GEMM on each: every row must get the whole GEMM's
   // arithmetic, so 1 and 3 threads agree bit for bit, in every dtype, for transposed operands
   // (Wᵀ, read column-major), K above Eigen's depth block (~290), M and N not multiples of 4 or
-  // 24 (the last tile holding the odd rows), a batch of 2, and a matrix-vector product (N = 1).
+  // 24 (the last tile holding the odd rows), a batch of 2, a matrix-vector product (N = 1), and
+  // the MNIST MLP's last layer forward and back (N or K = 10: split only since its 655k
+  // multiply-adds count as work for two threads).
   const int threads = get_num_threads();
   manual_seed(12);
   struct Shape3 { int64_t B, M, K, N; };
-  for (Shape3 s : {Shape3{1, 128, 784, 512}, {1, 61, 300, 331}, {1, 258, 70, 97}, {1, 23, 517, 97}, {2, 45, 517, 97}, {1, 1031, 1030, 1}}) {
+  for (Shape3 s : {Shape3{1, 128, 784, 512}, {1, 61, 300, 331}, {1, 258, 70, 97}, {1, 23, 517, 97}, {2, 45, 517, 97}, {1, 1031, 1030, 1},
+                   {1, 128, 512, 10}, {1, 128, 10, 512}}) {
     for (DType t : {kFloat32, kFloat16, kFloat64}) {
       const Tensor a = randn({s.B, s.M, s.K}).to(t), w = randn({s.B, s.N, s.K}).to(t);  // b = wᵀ, column-major
       auto run = [&](int n) { set_num_threads(n); NoGradGuard g; return matmul(a, w.transpose(1, 2)).to(kFloat64); };

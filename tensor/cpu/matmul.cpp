@@ -33,8 +33,9 @@ template <class T> using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Ei
 // at multiples of 4 rows meet the same panels, with the odd rows last, as the whole GEMM does;
 // a tile of at least 4 rows, and K + N ≥ 20, keep Eigen off its GEMV and coefficient-wise paths.
 constexpr int64_t kTileAlign = 4;
-// Below this many multiply-adds a GEMM stays on one thread (a few microseconds of work).
-constexpr int64_t kGemmGrain = int64_t(1) << 20;
+// The multiply-adds worth a thread of their own (about 10 microseconds): a GEMM takes one thread
+// per this many, up to all of them.
+constexpr int64_t kGemmGrain = int64_t(1) << 18;
 
 // c = a · b; 16-bit operands that gemm_ready kept read in place, widened block by block into scratch.
 template <class T>
@@ -100,7 +101,7 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, DType ou
   // Tiles: each matrix's rows in as many pieces as the threads a batch leaves, when the GEMM is
   // big enough; the last tile takes the rows left over (at least 4).
   const int64_t threads = omp_get_max_threads();
-  const int64_t pieces = M * N * K >= kGemmGrain && K + N >= 20 ? std::max<int64_t>(1, threads / B) : 1;
+  const int64_t pieces = K + N >= 20 ? std::clamp<int64_t>(M * N * K / kGemmGrain, 1, std::max<int64_t>(1, threads / B)) : 1;
   const int64_t h = ((M + pieces - 1) / pieces + kTileAlign - 1) / kTileAlign * kTileAlign, tiles = std::max<int64_t>(1, (M - 4) / h + 1);
   const int64_t first = tiles > 1 ? h : M, last = M - (tiles - 1) * h;  // rows of the first tiles and of the last (up to h + 3)
   const bool widen = !takes_blocked_gemm(std::min(first, last), K, N);  // the smallest tile decides
@@ -112,7 +113,7 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, DType ou
   dispatch_floating("matmul", out_dtype, [&](auto tag) {
     using S = typename decltype(tag)::type;  // out's storage
     using T = opmath_t<S>;                   // what the GEMM computes in
-    parallel_for(B * tiles, h * K * N / 32, [&](int64_t begin, int64_t end) {
+    parallel_for(B * tiles, h * K * N / (kGemmGrain / kGrain), [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t i = t / tiles, i0 = t % tiles * h, m = t % tiles == tiles - 1 ? M - i0 : h;
         const Operand a_rows = rows(*as_operand(a, i), i0, m, a.element_size()), b_i = *as_operand(b, i);
