@@ -597,6 +597,40 @@ TEST_CASE("CPU sums and half bias adds widen in one pass: float32 (float64) arit
   }
 }
 
+TEST_CASE("CPU sums read a view's rows in place where they nest: batch norm's channel sums, in order, with no copy") {
+  // Summing (N, C, H, W) over (0, 2, 3) reads each channel's N planes where they lie (reduce.cpp's
+  // row_runs), here of 1,100 elements (past a 1,024-element chunk), 8 channels side by side; every
+  // third channel is read in place too; a view whose reduced dims do not nest (every other
+  // column) is copied first. Each must still sum in the row's order.
+  manual_seed(14);
+  const int64_t N = 3, C = 19, H = 20, W = 55;
+  for (DType t : {kFloat32, kFloat16, kBFloat16}) {
+    INFO(dtype_name(t));
+    const Tensor x = randn({N, C, H, W}).to(t);
+    const std::vector<float> xv = to_vector<float>(x.to(kFloat32));
+    const auto want = [&](auto acc, int64_t c, auto&& in_row) {  // the row's elements added in order
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < H * W; ++k)
+          if (in_row(k)) acc += decltype(acc)(xv[(n * C + c) * H * W + k]);
+      return to_vector<float>(scalar_tensor(double(acc)).to(kFloat32).to(t).to(kFloat32))[0];
+    };
+    const auto check = [&](const Tensor& got, auto&& in_row, int64_t c0, int64_t step) {
+      const std::vector<float> g = to_vector<float>(got.to(kFloat32));
+      for (int64_t i = 0; i < int64_t(g.size()); ++i)
+        REQUIRE(g[i] == (t == kFloat32 ? want(0.0, c0 + i * step, in_row) : want(0.0f, c0 + i * step, in_row)));
+    };
+    reset_peak_memory_stats(Device::cpu());
+    const int64_t before = memory_stats(Device::cpu()).allocated_bytes;
+    const Tensor channels = sum(x, {0, 2, 3});
+    CHECK(memory_stats(Device::cpu()).peak_allocated_bytes - before == int64_t(cpu::rounded_block_size(size_t(C) * x.element_size())));
+    check(channels, [](int64_t) { return true; }, 0, 1);
+    const Tensor every_third_channel = x.as_strided({N, 5, H, W}, {C * H * W, 3 * H * W, W, 1}, 2 * H * W);  // 2, 5, ..., 14
+    check(sum(every_third_channel, {0, 2, 3}), [](int64_t) { return true; }, 2, 3);
+    const Tensor every_other_column = x.as_strided({N, C, H, (W + 1) / 2}, {C * H * W, H * W, W, 2}, 0);
+    check(sum(every_other_column, {0, 2, 3}), [](int64_t k) { return k % W % 2 == 0; }, 0, 1);
+  }
+}
+
 TEST_CASE("CPU 16-bit elementwise ops go a tile at a time: element-by-element float32 bits, and no float32 copy held") {
   // Contiguous operands are widened a tile at a time on the stack; a transposed view of the same
   // values takes the strided path, which converts element by element. 37 × 300 elements make

@@ -1,8 +1,9 @@
 // reduce.cpp — CPU reductions (sum, max/min with indices), gather/scatter along one dim, and
 // index_select/index_add of whole slices.
-// A reduction moves the reduced dims last (a view), makes that contiguous, and reduces rows of
-// length R; when the reduced dims are already leading in a contiguous tensor it sums whole rows
-// into an accumulator instead (the bias-gradient case), which needs no copy.
+// A reduction moves the reduced dims last (a view) and reduces rows of length R, read in place
+// where the view allows (row_runs) and from a contiguous copy where not; when the reduced dims
+// are already leading in a contiguous tensor it sums whole rows into an accumulator instead (the
+// bias-gradient case).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -56,6 +57,31 @@ std::pair<Tensor, Shape> move_reduced_last(const Tensor& x, const Shape& red, bo
   return {x.as_strided(pshape, pstrides, x.storage_offset()), out_shape};
 }
 
+// Row r of a view [kept..., reduced...] as `runs` runs of `run` contiguous elements, `run_stride`
+// apart, from r · row_stride: in place where the kept dims nest into one stride and the reduced
+// ones into an outer stride around a contiguous run (batch norm's channel sums of (N, C, H, W):
+// a row is N planes, C planes apart), else in a contiguous copy. Either way in the row's order.
+struct RowRuns {
+  Tensor base;
+  int64_t row_stride, runs, run, run_stride;
+};
+static RowRuns row_runs(const Tensor& moved, int64_t kept, int64_t R) {
+  auto nest = [&](int64_t from, int64_t to) {  // (size, stride) of dims [from, to), size 1 dropped, nested ones merged
+    std::vector<std::pair<int64_t, int64_t>> d;
+    for (int64_t i = from; i < to; ++i) {
+      const int64_t size = moved.shape()[i], stride = moved.strides()[i];
+      if (size == 1) continue;
+      if (!d.empty() && d.back().second == stride * size) d.back() = {d.back().first * size, stride};
+      else d.emplace_back(size, stride);
+    }
+    return d;
+  };
+  const auto k = nest(0, kept), r = nest(kept, moved.dim());
+  if (k.size() > 1 || r.size() > 2 || (!r.empty() && r.back().second != 1)) return {contiguous_copy(moved), R, 1, R, 0};
+  const bool outer = r.size() == 2;
+  return {moved, k.empty() ? 0 : k[0].second, outer ? r[0].first : 1, r.empty() ? 1 : r.back().first, outer ? r[0].second : 0};
+}
+
 Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
   Shape red = dims_in.empty() ? Shape() : normalize_dims("sum", dims_in, x_in.dim());
   if (dims_in.empty()) { red.resize(x_in.dim()); std::iota(red.begin(), red.end(), 0); }
@@ -92,8 +118,8 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
       });
       return;
     }
-    Tensor c = contiguous_copy(moved);
-    const T* p = (const T*)c.raw_data();
+    const RowRuns in = row_runs(moved, moved.dim() - (int64_t)red.size(), R);
+    const T* p = (const T*)in.base.raw_data();
     // Each row is summed in order, one add waiting on the last: 8 rows side by side keep 8 adds in
     // flight, each row's sum unchanged (batch norm's channel sums); rows left over go one at a time.
     // A chunk bounds the 16-bit rows' widened copies (8 × 1,024 floats).
@@ -101,13 +127,14 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     using Buffers = std::vector<opmath_t<T>>[8];  // a thread's, reused row after row
     auto sum_rows = [&](Buffers& buf, int64_t r0, auto lanes) {
       Acc acc[lanes] = {};
-      for (int64_t i0 = 0; i0 < R; i0 += kChunk) {
-        const int64_t n = std::min(kChunk, R - i0);
-        const opmath_t<T>* row[lanes];
-        for (int64_t k = 0; k < lanes; ++k) row[k] = as_opmath(p + (r0 + k) * R + i0, n, buf[k]);
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t k = 0; k < lanes; ++k) acc[k] += Acc(row[k][i]);
-      }
+      for (int64_t j = 0; j < in.runs; ++j)
+        for (int64_t i0 = 0; i0 < in.run; i0 += kChunk) {
+          const int64_t n = std::min(kChunk, in.run - i0);
+          const opmath_t<T>* row[lanes];
+          for (int64_t k = 0; k < lanes; ++k) row[k] = as_opmath(p + (r0 + k) * in.row_stride + j * in.run_stride + i0, n, buf[k]);
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t k = 0; k < lanes; ++k) acc[k] += Acc(row[k][i]);
+        }
       for (int64_t k = 0; k < lanes; ++k) o[r0 + k] = O(opmath_t<O>(acc[k] * Acc(repeats)));
     };
     parallel_for(rows, R, [&](int64_t begin, int64_t end) {
