@@ -98,8 +98,8 @@ Tensor gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, DType ou
   static const bool fixed_cache_sizes = (Eigen::setCpuCacheSizes(48 << 10, 1 << 20, 32 << 20), true);
   (void)fixed_cache_sizes;
   const Tensor row = bias.defined() ? contiguous_copy(bias, is_half(bias.dtype()) ? kFloat32 : bias.dtype()) : Tensor();  // in the math type
-  // Tiles: each matrix's rows in as many pieces as the threads a batch leaves, when the GEMM is
-  // big enough; the last tile takes the rows left over (at least 4).
+  // Tiles: each matrix's rows in a piece per kGemmGrain multiply-adds, up to the threads a batch
+  // leaves; the last tile takes the rows left over (at least 4).
   const int64_t threads = omp_get_max_threads();
   const int64_t pieces = K + N >= 20 ? std::clamp<int64_t>(M * N * K / kGemmGrain, 1, std::max<int64_t>(1, threads / B)) : 1;
   const int64_t h = ((M + pieces - 1) / pieces + kTileAlign - 1) / kTileAlign * kTileAlign, tiles = std::max<int64_t>(1, (M - 4) / h + 1);

@@ -1,9 +1,9 @@
 // reduce.cpp — CPU reductions (sum, max/min with indices), gather/scatter along one dim, and
 // index_select/index_add of whole slices.
-// A reduction moves the reduced dims last (a view) and reduces rows of length R, read in place
-// where the view allows (row_runs) and from a contiguous copy where not; when the reduced dims
-// are already leading in a contiguous tensor it sums whole rows into an accumulator instead (the
-// bias-gradient case).
+// A reduction moves the reduced dims last (a view) and reduces rows of length R: a sum reads them
+// in place where the view allows (row_runs), max/min and other views from a contiguous copy; when
+// the reduced dims are already leading in a contiguous tensor, a sum adds whole rows into an
+// accumulator instead (the bias-gradient case).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
