@@ -193,10 +193,10 @@ BENCHMARK_CAPTURE(mlp_step, amp_bf16, std::optional<DType>(kBFloat16))->ArgName(
 BENCHMARK_CAPTURE(mlp_step, f32_float8, std::nullopt, true)->ArgName("threads")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mlp_step, amp_bf16_float8, std::optional<DType>(kBFloat16), true)->ArgName("threads")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// ---- the non-GEMM kernels: one strided walk, one cast, one column sum, (1024, 1024) ----
+// ---- the non-GEMM kernels: one strided walk, two casts, one column sum, (1024, 1024) ----
 // What the threads of parallel.h buy outside the GEMM: gelu of a transposed view (the strided
-// walk), the float32 -> float16 cast autocast makes of a weight, and a bias gradient's column
-// sum; and gelu of the contiguous tensor, whose loads are plain vector loads (the strided walk
+// walk), the float32 -> float16 and -> bfloat16 casts autocast makes of a weight (F16C; AVX512-BF16
+// where the CPU has it), and a bias gradient's column sum; and gelu of the contiguous tensor, whose loads are plain vector loads (the strided walk
 // gathers its elements, to the same values). Arguments: threads; the 1- and 2-thread rows of one
 // run give the ratio.
 void elementwise(benchmark::State& state, int which) {
@@ -205,7 +205,7 @@ void elementwise(benchmark::State& state, int which) {
   Tensor x = randn({1024, 1024});
   NoGradGuard no_grad;
   for (auto _ : state) {
-    Tensor y = which == 0 ? gelu(x.t()) : which == 1 ? x.to(kFloat16) : which == 2 ? sum(x, {0}) : gelu(x);
+    Tensor y = which == 0 ? gelu(x.t()) : which == 1 ? x.to(kFloat16) : which == 2 ? sum(x, {0}) : which == 4 ? x.to(kBFloat16) : gelu(x);
     benchmark::DoNotOptimize(y.raw_data());
   }
   state.counters["elements/s"] = benchmark::Counter(double(x.numel()) * double(state.iterations()), benchmark::Counter::kIsRate);
@@ -213,6 +213,7 @@ void elementwise(benchmark::State& state, int which) {
 }
 BENCHMARK_CAPTURE(elementwise, gelu_strided, 0)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(elementwise, cast_f16, 1)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(elementwise, cast_bf16, 4)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(elementwise, column_sum, 2)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(elementwise, gelu_contiguous, 3)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
