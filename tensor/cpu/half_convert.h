@@ -5,6 +5,7 @@
 // vectorise these casts itself.
 #pragma once
 #include <array>
+#include <cfloat>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -42,7 +43,7 @@ __attribute__((target("avx512bf16,avx512vl"))) inline void float_to_bf16_avx512(
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 v = _mm512_loadu_ps(src + i), a = _mm512_abs_ps(v);
-    if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) | (_mm512_cmp_ps_mask(a, _mm512_set1_ps(1.17549435e-38f), _CMP_LT_OQ) &
+    if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) | (_mm512_cmp_ps_mask(a, _mm512_set1_ps(FLT_MIN), _CMP_LT_OQ) &
                                                    _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_NEQ_OQ)))
       float_to_bf16_loop(d + i, src + i, 16);
     else
