@@ -120,11 +120,11 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     }
     const RowRuns in = row_runs(moved, moved.dim() - (int64_t)red.size(), R);
     const T* p = (const T*)in.base.raw_data();
-    // Each row is summed in order, one add waiting on the last: 8 rows side by side keep 8 adds in
-    // flight, each row's sum unchanged (batch norm's channel sums); rows left over go one at a time.
-    // A chunk bounds the 16-bit rows' widened copies (8 × 1,024 floats).
-    constexpr int64_t kChunk = 1024;
-    using Buffers = std::vector<opmath_t<T>>[8];  // a thread's, reused row after row
+    // Each row is summed in order, one add waiting on the last: kRows rows side by side keep kRows
+    // adds in flight, each row's sum unchanged (batch norm's channel sums); rows left over go one at
+    // a time. A chunk bounds the 16-bit rows' widened copies (kRows × 1,024 floats).
+    constexpr int64_t kRows = 8, kChunk = 1024;
+    using Buffers = std::vector<opmath_t<T>>[kRows];  // a thread's, reused row after row
     auto sum_rows = [&](Buffers& buf, int64_t r0, auto lanes) {
       Acc acc[lanes] = {};
       for (int64_t j = 0; j < in.runs; ++j)
@@ -140,7 +140,7 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     parallel_for(rows, R, [&](int64_t begin, int64_t end) {
       Buffers buf;
       int64_t r = begin;
-      for (; r + 8 <= end; r += 8) sum_rows(buf, r, std::integral_constant<int64_t, 8>{});
+      for (; r + kRows <= end; r += kRows) sum_rows(buf, r, std::integral_constant<int64_t, kRows>{});
       for (; r < end; ++r) sum_rows(buf, r, std::integral_constant<int64_t, 1>{});
     });
   });
