@@ -533,29 +533,45 @@ TEST_CASE("CPU kernels split between threads give each element's one-thread valu
 
 TEST_CASE("CPU GEMMs cut into tiles between threads give the one-thread bits") {
   // matmul.cpp cuts C's rows into a tile per thread (at multiples of 4, Eigen's right-hand
-  // panels) and runs Eigen's sequential GEMM on each: every row must get the whole GEMM's
-  // arithmetic, so 1 and 3 threads agree bit for bit, in every dtype, for transposed operands
-  // (Wᵀ, read column-major), K above Eigen's depth block (~290), M and N not multiples of 4 or
-  // 24 (the last tile holding the odd rows), a batch of 2, a matrix-vector product (N = 1), and
-  // the MNIST MLP's last layer forward and back (N or K = 10: split only since its 655k
-  // multiply-adds count as work for two threads).
+  // panels) and runs Eigen's sequential GEMM on each, and oneDNN's bfloat16 GEMM shares C's blocks
+  // out: every row must get the whole GEMM's arithmetic, so 1, 2 and 3 threads agree bit for bit
+  // (the float32 sums of 16-bit operands too, where a reordered sum shows), in every dtype, for
+  // transposed operands (Wᵀ, read column-major), K above Eigen's depth block (~290), M and N not
+  // multiples of 4 or 24 (the last tile holding the odd rows), a batch of 2, a matrix-vector
+  // product (N = 1), the MNIST MLP's last layer forward and back (N or K = 10: split only since
+  // its 655k multiply-adds count as work for two threads), a linear's bias, and a weight
+  // gradient's Xᵀ (column-major, K = 2048) — except that one in bfloat16 on oneDNN, whose threads
+  // split such a K between them and add their partial sums: its bits follow the thread count.
   const int threads = get_num_threads();
   manual_seed(12);
-  struct Shape3 { int64_t B, M, K, N; };
+  struct Shape3 { int64_t B, M, K, N; bool a_columns = false; };
   for (Shape3 s : {Shape3{1, 128, 784, 512}, {1, 61, 300, 331}, {1, 258, 70, 97}, {1, 23, 517, 97}, {2, 45, 517, 97}, {1, 1031, 1030, 1},
-                   {1, 128, 512, 10}, {1, 128, 10, 512}}) {
-    for (DType t : {kFloat32, kFloat16, kFloat64}) {
-      const Tensor a = randn({s.B, s.M, s.K}).to(t), w = randn({s.B, s.N, s.K}).to(t);  // b = wᵀ, column-major
-      auto run = [&](int n) { set_num_threads(n); NoGradGuard g; return matmul(a, w.transpose(1, 2)).to(kFloat64); };
-      const Tensor split = run(3), one = run(1);
+                   {1, 128, 512, 10}, {1, 128, 10, 512}, {1, 256, 2048, 64, true}}) {
+    for (DType t : {kFloat32, kFloat16, kBFloat16, kFloat64}) {
+      const Tensor w = randn({s.B, s.N, s.K}).to(t), bias = randn({s.N}).to(t);  // b = wᵀ, column-major
+      const Tensor a = s.a_columns ? randn({s.B, s.K, s.M}).to(t).transpose(1, 2) : randn({s.B, s.M, s.K}).to(t);
+      // the rounded product, a linear's with its bias, and for 16-bit operands the float32 sums, where a reordered sum shows
+      auto run = [&](int n) {
+        set_num_threads(n);
+        NoGradGuard g;
+        std::vector<Tensor> c{matmul(a, w.transpose(1, 2)).flatten(), linear(a, w.select(0, 0), bias).flatten()};
+        if (is_half(t)) c.push_back(kernels::gemm(a, w.transpose(1, 2), {}, kFloat32).flatten());
+        for (Tensor& x : c) x = x.to(kFloat64);
+        return cat(c);
+      };
+      const Tensor one = run(1), two = run(2), three = run(3);
       set_num_threads(threads);
       const std::string what = std::string(dtype_name(t)) + " B M K N " + std::to_string(s.B) + " " + std::to_string(s.M) + " " +
                                std::to_string(s.K) + " " + std::to_string(s.N);
       INFO(what);
-      CHECK(to_vector<double>(split) == to_vector<double>(one));
+      if (!(t == kBFloat16 && s.a_columns && !onednn_bf16_kernel().empty())) {
+        CHECK(to_vector<double>(two) == to_vector<double>(one));
+        CHECK(to_vector<double>(three) == to_vector<double>(one));
+      }
       if (t == kFloat16) {  // and one rounding of the float32 GEMM of the widened inputs
         NoGradGuard g;
-        CHECK(to_vector<double>(split) == to_vector<double>(matmul(a.to(kFloat32), w.to(kFloat32).transpose(1, 2)).to(t).to(kFloat64)));
+        CHECK(to_vector<double>(one.narrow(0, 0, s.B * s.M * s.N)) ==
+              to_vector<double>(matmul(a.to(kFloat32), w.to(kFloat32).transpose(1, 2)).to(t).to(kFloat64).flatten()));
       }
     }
   }
