@@ -532,8 +532,9 @@ TEST_CASE("CPU kernels split between threads give each element's one-thread valu
 }
 
 TEST_CASE("a 16-bit row's float32 buffer is aligned to the widest vector, as a tensor's storage is") {
-  // rows.h: from malloc it was 16-byte aligned, and the row kernels' 512-bit loads and stores
-  // split across cache lines (a 16-bit attention softmax up to 1.2x slower). Eight buffers of
+  // half_convert.h's WidenedBuffer (a row kernel's, a sum's): from malloc it was 16-byte aligned,
+  // and 512-bit loads and stores split across cache lines (a 16-bit attention softmax up to 1.2x
+  // slower). Eight buffers of
   // other sizes, so a malloc that happened to align one cannot pass for the rule. The widest
   // vector is Eigen's: 64 bytes under AVX-512, 32 under AVX.
   MESSAGE("the build's vector alignment: " << EIGEN_DEFAULT_ALIGN_BYTES << " bytes");

@@ -20,7 +20,7 @@ using namespace ampgrad::kernels;
 // A run of n contiguous elements as opmath values: float16/bfloat16 runs are widened in one
 // vectorised pass into buf (half_convert.h), a scalar conversion per element being several
 // times slower; other types are read where they are, or converted one by one (bool).
-template <class T> static const opmath_t<T>* as_opmath(const T* src, int64_t n, std::vector<opmath_t<T>>& buf) {
+template <class T> static const opmath_t<T>* as_opmath(const T* src, int64_t n, WidenedBuffer<opmath_t<T>>& buf) {
   if constexpr (std::is_same_v<opmath_t<T>, T>) return src;
   buf.resize(n);
   if constexpr (has_convert_contiguous<opmath_t<T>, T>) convert_contiguous(buf.data(), src, n);
@@ -109,7 +109,7 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
       parallel_for(rows, R, [&](int64_t begin, int64_t end) {  // threads take columns
         const int64_t n = end - begin;
         std::vector<Acc> acc(n, Acc(0));
-        std::vector<opmath_t<T>> buf;
+        WidenedBuffer<opmath_t<T>> buf;
         for (int64_t i = 0; i < R; ++i) {
           const opmath_t<T>* row = as_opmath(p + i * rows + begin, n, buf);
           for (int64_t j = 0; j < n; ++j) acc[j] += Acc(row[j]);
@@ -124,7 +124,7 @@ Tensor sum(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     // adds in flight, each row's sum unchanged (batch norm's channel sums); rows left over go one at
     // a time. A chunk bounds the 16-bit rows' widened copies (kRows × 1,024 floats).
     constexpr int64_t kRows = 8, kChunk = 1024;
-    using Buffers = std::vector<opmath_t<T>>[kRows];  // a thread's, reused row after row
+    using Buffers = WidenedBuffer<opmath_t<T>>[kRows];  // a thread's, reused row after row
     auto sum_rows = [&](Buffers& buf, int64_t r0, auto lanes) {
       Acc acc[lanes] = {};
       for (int64_t j = 0; j < in.runs; ++j)

@@ -34,11 +34,7 @@ template <class T> class RowBuffer {
   }
 
  private:
-  // Aligned to the widest vector (64 bytes under AVX-512), as a tensor's storage is (allocator.cpp).
-  // From malloc it was 16-byte aligned, now and then not 32: a Zen 4 runs a 512-bit load or store
-  // as two 256-bit halves, each then split across cache lines, and a 16-bit attention softmax ran
-  // up to 1.2x slower, on one thread or two, as the heap happened to place the buffer.
-  std::vector<A, Eigen::aligned_allocator<A>> buf_;
+  WidenedBuffer<A> buf_;
   int64_t n_;
   T* out_ = nullptr;
 };
